@@ -1,0 +1,234 @@
+#include "gpu/format.h"
+
+#include <bit>
+#include <cstring>
+
+#include "gpu/crc32c.h"
+
+namespace leapcache {
+
+// Payload scalars (fp32 scales, fp16 factors, fp32 elements) are copied with memcpy; the format
+// is little-endian, so a big-endian host would need byte swaps that v1 does not implement.
+static_assert(std::endian::native == std::endian::little, "leapcache blobs are little-endian");
+
+const char* StateKindName(StateKind kind) {
+  switch (kind) {
+    case StateKind::kGdn:
+      return "gdn";
+    case StateKind::kKda:
+      return "kda";
+  }
+  return "unknown";
+}
+
+const char* CodecName(Codec codec) {
+  switch (codec) {
+    case Codec::kFp32:
+      return "fp32";
+    case Codec::kBf16:
+      return "bf16";
+    case Codec::kFp16:
+      return "fp16";
+    case Codec::kIntRow:
+      return "int-row";
+    case Codec::kIntCol:
+      return "int-col";
+    case Codec::kLeap:
+      return "leap";
+  }
+  return "unknown";
+}
+
+BlobSpec BlobSpec::Leap(StateKind kind, int bits, int dk, int dv) {
+  BlobSpec s;
+  s.kind = kind;
+  s.dk = dk;
+  s.dv = dv;
+  s.codec = Codec::kLeap;
+  s.bits = bits;
+  s.p = 16;
+  // r per bit width, from the LeapQuant paper's settings: fewer residual bits need more of the
+  // state's energy carried by the fp16 compensators.
+  s.r = bits == 8 ? 4 : bits == 6 ? 6 : 8;
+  s.smoothing = true;
+  return s;
+}
+
+uint16_t BlobSpec::flags() const { return smoothing ? kFlagSmoothing : 0; }
+
+std::string BlobSpec::ToString() const {
+  std::string s = std::string(CodecName(codec)) + "/" + StateKindName(kind) +
+                  " dk=" + std::to_string(dk) + " dv=" + std::to_string(dv) +
+                  " bits=" + std::to_string(bits) + " p=" + std::to_string(p) +
+                  " r=" + std::to_string(r);
+  if (codec == Codec::kLeap) s += smoothing ? " smoothing" : " no-smoothing";
+  return s;
+}
+
+namespace {
+
+bool KnownKind(uint8_t k) { return k == 1 || k == 2; }
+bool KnownCodec(uint8_t c) { return c >= 1 && c <= 6; }
+
+int ElementBits(const BlobSpec& s) { return s.bits; }
+
+}  // namespace
+
+Status ValidateSpec(const BlobSpec& s) {
+  if (!KnownKind(static_cast<uint8_t>(s.kind))) {
+    return InvalidArgumentError("kind must be gdn or kda (got " +
+                                std::to_string(static_cast<int>(s.kind)) + ")");
+  }
+  for (auto [name, d] : {std::pair{"dk", s.dk}, std::pair{"dv", s.dv}}) {
+    if (d < kMinDim || d > kMaxDim || d % 16 != 0) {
+      return InvalidArgumentError(std::string(name) + " must be a multiple of 16 in [16, 256] (got " +
+                                  std::to_string(d) + ")");
+    }
+  }
+  if (!KnownCodec(static_cast<uint8_t>(s.codec))) {
+    return InvalidArgumentError("unknown codec " + std::to_string(static_cast<int>(s.codec)));
+  }
+  const int want_bits = s.codec == Codec::kFp32 ? 32 : (s.codec == Codec::kBf16 || s.codec == Codec::kFp16) ? 16 : 0;
+  if (want_bits != 0 && s.bits != want_bits) {
+    return InvalidArgumentError(std::string("bits of codec ") + CodecName(s.codec) + " must be " +
+                                std::to_string(want_bits) + " (got " + std::to_string(s.bits) + ")");
+  }
+  if (want_bits == 0 && s.bits != 8 && s.bits != 6 && s.bits != 4) {
+    return InvalidArgumentError("bits must be 8, 6 or 4 (got " + std::to_string(s.bits) + ")");
+  }
+  if (s.p < 1 || s.p > kMaxWindow) {
+    return InvalidArgumentError("p must be in [1, 32] (got " + std::to_string(s.p) + ")");
+  }
+  if (s.codec == Codec::kLeap) {
+    if (s.r < 0 || s.r > kMaxRank) {
+      return InvalidArgumentError("r must be in [0, 8] (got " + std::to_string(s.r) + ")");
+    }
+  } else {
+    if (s.r != 0) return InvalidArgumentError("r must be 0 for codec " + std::string(CodecName(s.codec)));
+    if (s.smoothing) {
+      return InvalidArgumentError("smoothing applies to codec leap only (got " +
+                                  std::string(CodecName(s.codec)) + ")");
+    }
+  }
+  return OkStatus();
+}
+
+bool HasRowScales(const BlobSpec& s) {
+  return s.codec == Codec::kIntRow || (s.codec == Codec::kLeap && s.smoothing);
+}
+
+bool HasColScales(const BlobSpec& s) {
+  return s.codec == Codec::kIntCol || s.codec == Codec::kLeap;
+}
+
+PayloadLayout ComputeLayout(const BlobSpec& s) {
+  PayloadLayout l;
+  size_t off = 0;
+  l.codes_offset = off;
+  l.codes_bytes = static_cast<size_t>(s.dk) * s.dv * ElementBits(s) / 8;
+  off += l.codes_bytes;
+  if (HasRowScales(s)) {
+    l.row_scale_offset = off;
+    l.row_scale_bytes = 4 * static_cast<size_t>(s.dk);
+    off += l.row_scale_bytes;
+  }
+  if (HasColScales(s)) {
+    l.col_scale_offset = off;
+    l.col_scale_bytes = 4 * static_cast<size_t>(s.dv);
+    off += l.col_scale_bytes;
+  }
+  if (s.codec == Codec::kLeap && s.r > 0) {
+    l.comp_offset = off;
+    l.comp_bytes = 2 * static_cast<size_t>(s.r) * (s.dk + s.dv);
+    off += l.comp_bytes;
+  }
+  l.payload_bytes = off;
+  return l;
+}
+
+uint32_t LayoutFingerprint(const BlobSpec& s) {
+  uint8_t b[12] = {};
+  b[0] = static_cast<uint8_t>(s.codec);
+  b[1] = static_cast<uint8_t>(s.kind);
+  b[2] = static_cast<uint8_t>(s.bits);
+  b[3] = static_cast<uint8_t>(s.p);
+  b[4] = static_cast<uint8_t>(s.r);
+  b[5] = static_cast<uint8_t>(Orientation::kVK);
+  StoreU16(b + 6, s.flags());
+  StoreU16(b + 8, static_cast<uint16_t>(s.dk));
+  StoreU16(b + 10, static_cast<uint16_t>(s.dv));
+  return Crc32c(b, sizeof b);
+}
+
+void SealBlob(const BlobSpec& s, std::span<uint8_t> blob) {
+  const PayloadLayout l = ComputeLayout(s);
+  uint8_t* h = blob.data();
+  std::memset(h, 0, kHeaderBytes);
+  StoreU32(h + header::kMagic, kBlobMagic);
+  StoreU16(h + header::kVersion, kFormatVersion);
+  StoreU16(h + header::kHeaderSize, static_cast<uint16_t>(kHeaderBytes));
+  h[header::kCodec] = static_cast<uint8_t>(s.codec);
+  h[header::kKind] = static_cast<uint8_t>(s.kind);
+  h[header::kBits] = static_cast<uint8_t>(s.bits);
+  h[header::kWindow] = static_cast<uint8_t>(s.p);
+  h[header::kRank] = static_cast<uint8_t>(s.r);
+  h[header::kOrientation] = static_cast<uint8_t>(Orientation::kVK);
+  StoreU16(h + header::kFlags, s.flags());
+  StoreU16(h + header::kDk, static_cast<uint16_t>(s.dk));
+  StoreU16(h + header::kDv, static_cast<uint16_t>(s.dv));
+  StoreU32(h + header::kPayloadBytes, static_cast<uint32_t>(l.payload_bytes));
+  StoreU32(h + header::kFingerprint, LayoutFingerprint(s));
+  StoreU32(h + header::kPayloadCrc, Crc32c(h + kHeaderBytes, l.payload_bytes));
+  StoreU32(h + header::kHeaderCrc, Crc32c(h, header::kHeaderCrc));
+}
+
+StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
+  if (blob.size() < kHeaderBytes) {
+    return DataLossError("blob is " + std::to_string(blob.size()) +
+                         " bytes, shorter than its 64-byte header");
+  }
+  const uint8_t* h = blob.data();
+  if (LoadU32(h + header::kMagic) != kBlobMagic) return DataLossError("bad blob magic");
+  if (LoadU32(h + header::kHeaderCrc) != Crc32c(h, header::kHeaderCrc)) {
+    return DataLossError("blob header checksum mismatch");
+  }
+  if (const uint16_t v = LoadU16(h + header::kVersion); v != kFormatVersion) {
+    return InvalidArgumentError("unsupported blob version " + std::to_string(v) + " (this build reads 1)");
+  }
+  if (LoadU16(h + header::kHeaderSize) != kHeaderBytes) return DataLossError("bad header size field");
+  for (size_t i = header::kReserved; i < header::kHeaderCrc; ++i) {
+    if (h[i] != 0) return InvalidArgumentError("reserved header byte " + std::to_string(i) + " is not zero");
+  }
+  if (h[header::kOrientation] != static_cast<uint8_t>(Orientation::kVK)) {
+    return InvalidArgumentError("blob orientation must be value-major (1)");
+  }
+  const uint16_t flags = LoadU16(h + header::kFlags);
+  if ((flags & ~kKnownFlags) != 0) return InvalidArgumentError("unknown header flags");
+  BlobSpec s;
+  s.codec = static_cast<Codec>(h[header::kCodec]);
+  s.kind = static_cast<StateKind>(h[header::kKind]);
+  s.bits = h[header::kBits];
+  s.p = h[header::kWindow];
+  s.r = h[header::kRank];
+  s.smoothing = (flags & kFlagSmoothing) != 0;
+  s.dk = LoadU16(h + header::kDk);
+  s.dv = LoadU16(h + header::kDv);
+  LEAPCACHE_RETURN_IF_ERROR(ValidateSpec(s));
+  const PayloadLayout l = ComputeLayout(s);
+  if (LoadU32(h + header::kPayloadBytes) != l.payload_bytes) {
+    return DataLossError("payload size field disagrees with the header's shape");
+  }
+  if (blob.size() != l.blob_bytes()) {
+    return DataLossError("blob is " + std::to_string(blob.size()) + " bytes, header says " +
+                         std::to_string(l.blob_bytes()));
+  }
+  if (LoadU32(h + header::kFingerprint) != LayoutFingerprint(s)) {
+    return DataLossError("layout fingerprint mismatch");
+  }
+  if (LoadU32(h + header::kPayloadCrc) != Crc32c(h + kHeaderBytes, l.payload_bytes)) {
+    return DataLossError("blob payload checksum mismatch");
+  }
+  return s;
+}
+
+}  // namespace leapcache

@@ -1,0 +1,32 @@
+// Compensator fit: r rank-one pairs (K~_h, U~_h) that carry the dominant structure of a state
+// S [dk][dv], so the quantized residual S - sum_h K~_h U~_h^T has flatter rows and columns.
+//
+// One round of subspace iteration from a fixed start (LeapQuant Sec. 3.3; the public kernels of
+// the format use the same and report that warm starts from the previous window hurt):
+//   Y  = S Omega           Omega [dv][r] fixed pseudo-random (CompensatorStart)
+//   Qk = orth(Y)           modified Gram-Schmidt applied twice (stays orthogonal when S is
+//   Z  = S^T Qk            rank-deficient); a column whose norm falls below 2^-16 of its norm
+//   Qv = orth(Z)           before projection is dependent and set to zero
+//   K  = S Qv              key factors carry the magnitude; Qv is orthonormal
+// Each pair is then balanced by a power of two e_h ~ sqrt(||K_h||) (K_h / e_h, Qv_h * e_h: the
+// product is unchanged, but both factors stay inside fp16's range for states up to ~4e9 in
+// singular value) and rounded to fp16. A pair that does not fit fp16 is stored as zeros and the
+// residual carries that energy. All arithmetic is fp32 with sums in index order.
+#pragma once
+
+#include <cstdint>
+
+namespace leapcache::reference {
+
+inline constexpr int kSubspaceIterations = 1;
+inline constexpr float kDependentColumnRatio = 1.0f / 65536.0f;  // 2^-16
+
+// Omega[j][h] in [-1, 1): a fixed integer hash of (j, h), reproducible on any device.
+float CompensatorStart(int j, int h);
+
+// Writes the fp16 bit patterns and their fp32 values of the fitted factors:
+// kfac [r][dk], vfac [r][dv]. REQUIRES: S finite with |S| <= 2^64, 0 <= r <= 8.
+void FitCompensators(const float* S_kv, int dk, int dv, int r, uint16_t* kfac_half,
+                     uint16_t* vfac_half, float* kfac, float* vfac);
+
+}  // namespace leapcache::reference

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages leapcache's build and tests need. Idempotent; run as root or
+# with sudo available. CUDA is optional and comes from the CUDA toolkit, not from here.
+set -euo pipefail
+
+packages=(
+  build-essential  # g++ 12
+  cmake            # 3.25
+  ninja-build
+  libgtest-dev     # GoogleTest (unit tests)
+)
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+echo "bootstrap: all packages present"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds and runs every test that needs no GPU, twice: an optimised build (all labels except
+# gpu), then an AddressSanitizer + UndefinedBehaviorSanitizer build (also without the long
+# accuracy acceptance run, which the first pass covers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+ctest --test-dir build -LE gpu --output-on-failure -j "$jobs"
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_SANITIZE=ON \
+  -DLEAPCACHE_CUDA=OFF
+cmake --build build-asan -j "$jobs"
+ctest --test-dir build-asan -LE 'gpu|accuracy' --output-on-failure -j "$jobs"

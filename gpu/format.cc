@@ -48,8 +48,9 @@ BlobSpec BlobSpec::Leap(StateKind kind, int bits, int dk, int dv) {
   s.bits = bits;
   s.p = 16;
   // r per bit width, from the LeapQuant paper's settings: fewer residual bits need more of the
-  // state's energy carried by the fp16 compensators.
-  s.r = bits == 8 ? 4 : bits == 6 ? 6 : 8;
+  // state's energy carried by the fp16 compensators. Other widths get r = 0 and are rejected
+  // by ValidateSpec.
+  s.r = bits == 8 ? 4 : bits == 6 ? 6 : bits == 4 ? 8 : 0;
   s.smoothing = true;
   return s;
 }
@@ -151,7 +152,7 @@ uint32_t LayoutFingerprint(const BlobSpec& s) {
   b[0] = static_cast<uint8_t>(s.codec);
   b[1] = static_cast<uint8_t>(s.kind);
   b[2] = static_cast<uint8_t>(s.bits);
-  b[3] = static_cast<uint8_t>(s.p);
+  b[3] = 0;  // p does not change the layout: windows of any length share checkpoints
   b[4] = static_cast<uint8_t>(s.r);
   b[5] = static_cast<uint8_t>(Orientation::kVK);
   StoreU16(b + 6, s.flags());

@@ -91,8 +91,8 @@ inline bool IsIntegerCodec(Codec c) {
 // Largest code magnitude at `bits`: 127, 31 or 7 (symmetric; -2^(b-1) is never written).
 inline int MaxCode(int bits) { return (1 << (bits - 1)) - 1; }
 
-// CRC-32C of the fields that fix the payload's layout (codec, kind, bits, p, r, orientation,
-// flags, dk, dv). Equal fingerprints mean interchangeable blobs.
+// CRC-32C of the fields that fix the payload's layout (codec, kind, bits, r, orientation, flags,
+// dk, dv; the byte of p is zero). Equal fingerprints mean interchangeable blobs.
 uint32_t LayoutFingerprint(const BlobSpec& spec);
 
 // Header field offsets (bytes from the blob start).

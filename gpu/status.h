@@ -59,7 +59,10 @@ inline Status InternalError(std::string m) { return Status(StatusCode::kInternal
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
+  // An OK status carries no value: it becomes INTERNAL rather than an empty "success".
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
+    if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
+  }
   StatusOr(T value) : value_(std::move(value)) {}                                    // NOLINT
 
   bool ok() const { return status_.ok(); }

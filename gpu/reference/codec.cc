@@ -39,8 +39,9 @@ void QuantizeInteger(const BlobSpec& s, const float* S, const float* E, std::vec
       float m = 0.0f;
       for (int j = 0; j < dv; ++j) m = std::max(m, std::fabs(S[a * dv + j]));
       row_scale[a] = std::max(m, kScaleFloor);
-      const float inv = static_cast<float>(q) / row_scale[a];
-      for (int j = 0; j < dv; ++j) codes[j * dk + a] = static_cast<int8_t>(RoundCode(S[a * dv + j] * inv, q));
+      for (int j = 0; j < dv; ++j) {
+        codes[j * dk + a] = static_cast<int8_t>(RoundCode(q * (S[a * dv + j] / row_scale[a]), q));
+      }
     }
     return;
   }
@@ -63,8 +64,9 @@ void QuantizeInteger(const BlobSpec& s, const float* S, const float* E, std::vec
     float m = 0.0f;
     for (int a = 0; a < dk; ++a) m = std::max(m, std::fabs(t[a * dv + j]));
     col_scale[j] = std::max(m, kScaleFloor);
-    const float inv = static_cast<float>(q) / col_scale[j];
-    for (int a = 0; a < dk; ++a) codes[j * dk + a] = static_cast<int8_t>(RoundCode(t[a * dv + j] * inv, q));
+    for (int a = 0; a < dk; ++a) {
+      codes[j * dk + a] = static_cast<int8_t>(RoundCode(q * (t[a * dv + j] / col_scale[j]), q));
+    }
   }
 }
 
@@ -195,7 +197,13 @@ StatusOr<UnpackedBlob> Unpack(std::span<const uint8_t> blob) {
   if (HasColScales(s)) {
     std::vector<float> col_scale;
     LoadFloats(payload + l.col_scale_offset, col_scale, dv);
-    for (int j = 0; j < dv; ++j) u.col_factor[j] = col_scale[j] / q;
+    for (int j = 0; j < dv; ++j) {
+      if (!std::isfinite(col_scale[j]) || col_scale[j] <= 0.0f) {
+        return DataLossError("column scale is not finite and positive");
+      }
+      // May underflow to 0 for an all-zero column (scale at the 2^-149 floor): its codes are 0.
+      u.col_factor[j] = col_scale[j] / q;
+    }
   }
   const uint8_t* comp = payload + l.comp_offset;
   u.kfac.resize(static_cast<size_t>(s.r) * dk);
@@ -209,9 +217,6 @@ StatusOr<UnpackedBlob> Unpack(std::span<const uint8_t> blob) {
   // checksum could still carry infinities or NaNs: reject them rather than decode garbage.
   for (float x : u.row_scale) {
     if (!std::isfinite(x) || x <= 0.0f) return DataLossError("row scale is not finite and positive");
-  }
-  for (float x : u.col_factor) {
-    if (!std::isfinite(x) || x <= 0.0f) return DataLossError("column scale is not finite and positive");
   }
   for (float x : u.kfac) if (!std::isfinite(x)) return DataLossError("compensator is not finite");
   for (float x : u.vfac) if (!std::isfinite(x)) return DataLossError("compensator is not finite");

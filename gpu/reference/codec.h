@@ -1,12 +1,15 @@
 // CPU reference codec: dense fp32 state <-> v1 blob, for every codec of gpu/format.h.
 //
-// Encoding of the integer codecs (q = 2^(bits-1) - 1, floors keep every reciprocal finite):
-//   int-row : s_k[a] = max(max_j |S[a,j]|, 2^-96);            code = rne(S * (q / s_k[a]))
-//   int-col : s_v[j] = max(max_a |S[a,j]|, 2^-96);            code = rne(S * (q / s_v[j]))
+// Encoding of the integer codecs (q = 2^(bits-1) - 1; scales are floored at the smallest
+// positive float, so only all-zero rows and columns reach the floor):
+//   int-row : s_k[a] = max(max_j |S[a,j]|, 2^-149);           code = rne(q * (S / s_k[a]))
+//   int-col : s_v[j] = max(max_a |S[a,j]|, 2^-149);           code = rne(q * (S / s_v[j]))
 //   leap    : E = S - sum_h K~_h U~_h^T (fp16 factors, compensators.h)
-//             s_k[a] = max(sqrt(mean_j |E[a,j]|), 2^-96) (1 without smoothing)
-//             s_v[j] = max(max_a |E[a,j] / s_k[a]|, 2^-96)
-//             code   = rne((E[a,j] / s_k[a]) * (q / s_v[j])), clamped to [-q, q]
+//             s_k[a] = max(sqrt(mean_j |E[a,j]|), 2^-149) (1 without smoothing)
+//             s_v[j] = max(max_a |E[a,j] / s_k[a]|, 2^-149)
+//             code   = rne(q * ((E[a,j] / s_k[a]) / s_v[j])), clamped to [-q, q]
+// Dividing by the scale (rather than multiplying by q / scale) keeps tiny and subnormal rows
+// at their relative precision: x / s is in [-1, 1] for any positive s >= |x|.
 // Decoding of all of them: S[a,j] = code * s_k[a] * (s_v[j] / q) + sum_h K~[h][a] U~[h][j],
 // absent scales being 1 (int-row has no s_v, so its element is code * s_k[a] / q).
 // rne is round to nearest, ties to even (rounding toward zero doubles the error).
@@ -24,7 +27,7 @@ namespace leapcache::reference {
 // States larger than this are rejected (OUT_OF_RANGE): real states are O(1)-O(1e3), and the
 // bound keeps every sum of the fit and the scales finite in fp32.
 inline constexpr float kMaxStateMagnitude = 18446744073709551616.0f;  // 2^64
-inline constexpr float kScaleFloor = 1.2621774483536189e-29f;          // 2^-96
+inline constexpr float kScaleFloor = 1.40129846432481707e-45f;         // 2^-149
 
 // INVALID_ARGUMENT naming the first non-finite element, OUT_OF_RANGE past 2^64, else OK.
 Status ValidateState(const float* state, size_t n);

@@ -1,6 +1,7 @@
 #include "gpu/reference/window.h"
 
 #include <cmath>
+#include <string>
 
 #include "gpu/half.h"
 
@@ -116,7 +117,7 @@ Status WindowState::Step(const StepInput& in, float* o) {
   PrepareQK(s.dk, options_.step, in.q, in.k, q.data(), k.data());
 
   std::vector<float> G = G_;
-  for (int i = 0; i < gate_size_; ++i) G[i] += in.g[i];
+  for (int i = 0; i < gate_size_; ++i) G[i] += std::fmax(in.g[i], kMinLogGate);
   Readout(G, records_, k.data(), u.data());
   for (int j = 0; j < s.dv; ++j) u[j] = in.beta * (in.v[j] - u[j]);
   for (int j = 0; j < s.dv; ++j) {
@@ -137,6 +138,49 @@ Status WindowState::Step(const StepInput& in, float* o) {
   }
   std::copy(out.begin(), out.end(), o);
   return OkStatus();
+}
+
+StatusOr<std::unique_ptr<WindowState>> WindowState::FromSnapshot(const WindowOptions& options,
+                                                                 const WindowSnapshot& snap) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidateSpec(options.spec));
+  std::unique_ptr<WindowState> w(new WindowState(options));
+  LEAPCACHE_ASSIGN_OR_RETURN(const BlobSpec spec, ParseBlob(snap.blob));
+  const BlobSpec& want = options.spec;
+  if (spec.kind != want.kind || spec.dk != want.dk || spec.dv != want.dv ||
+      spec.codec != want.codec || spec.bits != want.bits || spec.r != want.r ||
+      spec.smoothing != want.smoothing) {
+    return InvalidArgumentError("snapshot blob is " + spec.ToString() + ", window wants " +
+                                want.ToString());
+  }
+  const size_t n = snap.k.size();
+  if (n >= static_cast<size_t>(want.p) || snap.u.size() != n || snap.scale.size() != n ||
+      snap.gcum.size() != n || snap.G.size() != static_cast<size_t>(w->gate_size_)) {
+    return InvalidArgumentError("snapshot record arrays disagree with each other or with p");
+  }
+  LEAPCACHE_RETURN_IF_ERROR(w->ResetBase(snap.blob));
+  w->G_ = snap.G;
+  for (size_t j = 0; j < n; ++j) {
+    if (snap.k[j].size() != static_cast<size_t>(want.dk) ||
+        snap.u[j].size() != static_cast<size_t>(want.dv) ||
+        snap.gcum[j].size() != static_cast<size_t>(w->gate_size_)) {
+      return InvalidArgumentError("snapshot record " + std::to_string(j) + " has a wrong shape");
+    }
+    w->records_.push_back(Record{snap.k[j], snap.u[j], snap.scale[j], snap.gcum[j]});
+  }
+  return w;
+}
+
+WindowSnapshot WindowState::Snapshot() const {
+  WindowSnapshot s;
+  s.blob = blob_;
+  s.G = G_;
+  for (const Record& r : records_) {
+    s.k.push_back(r.k);
+    s.u.push_back(r.u);
+    s.scale.push_back(r.scale);
+    s.gcum.push_back(r.gcum);
+  }
+  return s;
 }
 
 void WindowState::State(float* S_kv) const { Reconstruct(G_, records_, S_kv); }

@@ -19,6 +19,8 @@
 //   o  = S^T q                               (S including the stored new record)
 //   if n == p: B <- Encode(S) (the boundary refit), records cleared, G <- 0.
 // Cumulative log-gates stay in fp32 because real KDA channels fall below -1000 within a window.
+// Each token's log-gate is clamped at kMinLogGate first: exp() of anything below about -104 is
+// already 0 in fp32, so the decay is unchanged, and the window's sums can never overflow.
 #pragma once
 
 #include <memory>
@@ -31,6 +33,8 @@
 
 namespace leapcache::reference {
 
+inline constexpr float kMinLogGate = -1000.0f;
+
 enum class RecordPrecision {
   kFp16,  // the format: fp16 k and u with power-of-two record scales
   kFp32,  // test only: records kept exactly, to check the window algebra against the recurrence
@@ -42,6 +46,16 @@ struct WindowOptions {
   RecordPrecision records = RecordPrecision::kFp16;
 };
 
+// The window's stored form, field by field: what a device pool region holds (kernels' tests
+// upload a snapshot, run a step on both sides and compare).
+struct WindowSnapshot {
+  std::vector<uint8_t> blob;             // the boundary blob (header + payload)
+  std::vector<float> G;                  // [1] or [dk]
+  std::vector<std::vector<float>> k, u;  // [n][dk], [n][dv]: stored values (fp16-exact)
+  std::vector<float> scale;              // [n] record scales w_j
+  std::vector<std::vector<float>> gcum;  // [n][1 or dk]
+};
+
 class WindowState final : public StateTracker {
  public:
   // h0_kv [dk][dv] or nullptr for a zero initial state; h0 is encoded as the first boundary.
@@ -49,6 +63,12 @@ class WindowState final : public StateTracker {
                                                        const float* h0_kv);
   Status Step(const StepInput& in, float* o) override;
   void State(float* S_kv) const override;
+
+  // Rebuilds a window from its stored form. The snapshot must match options (shape, codec,
+  // fewer than p records); INVALID_ARGUMENT otherwise.
+  static StatusOr<std::unique_ptr<WindowState>> FromSnapshot(const WindowOptions& options,
+                                                             const WindowSnapshot& snapshot);
+  WindowSnapshot Snapshot() const;
 
   std::span<const uint8_t> blob() const { return blob_; }
   int num_records() const { return static_cast<int>(records_.size()); }

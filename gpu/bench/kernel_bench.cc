@@ -1,0 +1,345 @@
+// leapcache-kernel-bench: times every kernel at H = 32, dk = dv = 128, BF16 inputs, cold L2
+// (state buffers rotated well beyond the L2 size), and reports us/step, bandwidth against the
+// byte model, and the window format's speedup over the FP32 kernel timed in the same run.
+//
+// The window format is timed over whole p-cycles (step + refit launch per token, the refit
+// amortised), with window boundaries staggered across requests (request i starts i mod p
+// records into its window, as under continuous batching) and in lockstep (all refit together).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu/half.h"
+#include "gpu/kernels/kernels.h"
+#include "gpu/pool_layout.h"
+#include "tests/gpu/device_buffer.h"
+
+namespace leapcache::bench {
+namespace {
+
+using kernels::DenseParams;
+using kernels::DType;
+using kernels::StepParams;
+using testing::DeviceBuffer;
+
+constexpr int kD = kernels::kKernelDim;
+constexpr int kHeads = 32;
+
+#define BENCH_CHECK_OK(expr)                                                          \
+  do {                                                                                \
+    const ::leapcache::Status s_ = (expr);                                            \
+    if (!s_.ok()) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, s_.ToString().c_str());  \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+struct Device {
+  std::string name;
+  size_t l2_bytes = 0;
+};
+
+Device GetDevice() {
+  cudaDeviceProp prop{};
+  LEAPCACHE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return Device{prop.name, static_cast<size_t>(prop.l2CacheSize)};
+}
+
+// Per-request inputs of one step, shared by all rotations (they are small and hot anyway).
+struct Inputs {
+  DeviceBuffer<uint16_t> q, k, v;
+  DeviceBuffer<float> g, beta, o;
+  DeviceBuffer<int32_t> slot;
+  StepParams params;
+
+  Inputs(StateKind kind, int batch, std::mt19937& rng) {
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    const size_t m = size_t(batch) * kHeads * kD;
+    std::vector<uint16_t> h(m);
+    for (auto& x : h) x = FloatToBf16(n(rng));
+    q = DeviceBuffer<uint16_t>(h);
+    for (auto& x : h) x = FloatToBf16(n(rng));
+    k = DeviceBuffer<uint16_t>(h);
+    for (auto& x : h) x = FloatToBf16(n(rng));
+    v = DeviceBuffer<uint16_t>(h);
+    std::vector<float> gh(size_t(batch) * kHeads * (kind == StateKind::kGdn ? 1 : kD));
+    for (auto& x : gh) x = -0.05f * std::fabs(n(rng));
+    g = DeviceBuffer<float>(gh);
+    std::vector<float> bh(size_t(batch) * kHeads, 0.6f);
+    beta = DeviceBuffer<float>(bh);
+    o = DeviceBuffer<float>(m);
+    std::vector<int32_t> sh(batch);
+    for (int i = 0; i < batch; ++i) sh[i] = i;
+    slot = DeviceBuffer<int32_t>(sh);
+    params.batch = batch;
+    params.num_heads = kHeads;
+    params.slot = slot.get();
+    params.q = q.get();
+    params.k = k.get();
+    params.v = v.get();
+    params.in_dtype = DType::kBf16;
+    params.g = g.get();
+    params.beta = beta.get();
+    params.o = o.get();
+    params.out_dtype = DType::kFp32;
+    params.l2norm_qk = true;
+    params.scale = 1.0f / std::sqrt(float(kD));
+  }
+};
+
+// How many copies of a buffer of `bytes` keep the working set well beyond the L2.
+int Rotations(size_t bytes, size_t l2) {
+  const size_t want = 6 * l2;
+  int r = static_cast<int>((want + bytes - 1) / bytes);
+  r = std::max(r, 2);
+  const size_t cap = size_t(24) << 30;  // keep the whole benchmark under 24 GiB
+  while (r > 2 && size_t(r) * bytes > cap) --r;
+  return r;
+}
+
+// Median of `reps` timings of `body(iteration)` run `inner` times each, in microseconds per call.
+template <typename F>
+double TimeUs(int inner, int reps, F&& body) {
+  cudaEvent_t a, b;
+  LEAPCACHE_CUDA_CHECK(cudaEventCreate(&a));
+  LEAPCACHE_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < inner; ++i) body(i);  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    LEAPCACHE_CUDA_CHECK(cudaEventRecord(a));
+    for (int i = 0; i < inner; ++i) body(i);
+    LEAPCACHE_CUDA_CHECK(cudaEventRecord(b));
+    LEAPCACHE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    LEAPCACHE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(1000.0 * ms / inner);
+  }
+  LEAPCACHE_CUDA_CHECK(cudaEventDestroy(a));
+  LEAPCACHE_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Byte model (per head): what each kernel must move at least.
+double InputBytes(StateKind kind) {  // q, k, v bf16; g; beta; o fp32
+  return 3 * 2 * kD + 4.0 * (kind == StateKind::kGdn ? 1 : kD) + 4 + 4 * kD;
+}
+
+struct Row {
+  std::string kind;
+  int batch;
+  double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
+  double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
+};
+
+Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
+  std::mt19937 rng(7);
+  Row row{};
+  row.kind = StateKindName(kind);
+  row.batch = batch;
+  Inputs in(kind, batch, rng);
+  const double heads = double(batch) * kHeads;
+
+  // FP32 baseline.
+  {
+    const size_t pool_floats = size_t(batch) * kHeads * kD * kD;
+    const int rot = Rotations(pool_floats * 4, dev.l2_bytes);
+    std::vector<DeviceBuffer<float>> pools;
+    std::vector<float> init(pool_floats);
+    std::normal_distribution<float> n(0.0f, 0.1f);
+    for (auto& x : init) x = n(rng);
+    for (int r = 0; r < rot; ++r) pools.emplace_back(init);
+    row.fp32_us = TimeUs(4 * rot, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::Fp32DecodeStep(kind, in.params, pools[i % rot].get(), batch, nullptr));
+    });
+    row.fp32_bytes = heads * (2.0 * kD * kD * 4 + InputBytes(kind));
+  }
+
+  // Window format, 8-bit, r = 4, p = 16.
+  const BlobSpec spec = BlobSpec::Leap(kind, 8);
+  auto layout_or = MakePoolLayout(spec, batch, kHeads);
+  if (!layout_or.ok()) std::exit(1);
+  const PoolLayout layout = *layout_or;
+  const int p = spec.p;
+  const double gate = layout.gate;
+  const double payload = double(layout.payload.payload_bytes);
+  const double record = 2.0 * kD + 2.0 * kD + 4 + 4 * gate;
+  const double header = 16 + 4 * gate;
+  // Step: payload + header + on average (p-1)/2 records read, one record + header written.
+  const double step_bytes = payload + 2 * header + (p - 1) / 2.0 * record + record + InputBytes(kind);
+  // Refit: payload + p records + header read, payload + header written; once per p steps.
+  const double refit_bytes = 2 * payload + p * record + 2 * header;
+  row.window_bytes = heads * (step_bytes + refit_bytes / p);
+  row.refit_bytes = heads * refit_bytes;
+  const int rot = Rotations(layout.pool_bytes(), dev.l2_bytes);
+  std::vector<DeviceBuffer<uint8_t>> pools;
+  for (int r = 0; r < rot; ++r) pools.emplace_back(layout.pool_bytes());
+  // Fresh boundaries from random dense states (BF16 [N,H,V,K]).
+  std::vector<uint16_t> dense(size_t(batch) * kHeads * kD * kD);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (auto& x : dense) x = FloatToBf16(n(rng));
+  DeviceBuffer<uint16_t> d_dense(dense);
+  DenseParams dp{batch, in.slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
+  auto reset = [&](bool stagger) {
+    for (auto& pool : pools) {
+      BENCH_CHECK_OK(kernels::WindowEncode(layout, dp, pool.get(), nullptr));
+      if (!stagger) continue;
+      // Request i advances i mod p records: step only the requests still short of their phase.
+      for (int s = 0; s < p - 1; ++s) {
+        std::vector<int32_t> active(batch);
+        for (int i = 0; i < batch; ++i) active[i] = (i % p) > s ? i : -1;
+        DeviceBuffer<int32_t> d_active(active);
+        StepParams sp = in.params;
+        sp.slot = d_active.get();
+        BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, sp, pool.get(), nullptr));
+        LEAPCACHE_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+    }
+  };
+  auto cycle_step = [&](int i) {
+    uint8_t* pool = pools[(i / p) % rot].get();  // a whole p-cycle on one pool, then rotate
+    BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool, nullptr));
+    BENCH_CHECK_OK(kernels::WindowRefit(layout, in.slot.get(), batch, pool, nullptr));
+  };
+  reset(true);
+  row.window_stagger_us = TimeUs(p * rot, 5, cycle_step);
+  reset(false);
+  row.window_lock_us = TimeUs(p * rot, 5, cycle_step);
+  // The refit alone with every head due, and the step alone (refit launch skipped).
+  {
+    reset(false);
+    for (auto& pool : pools) {
+      for (int s = 0; s < p; ++s) BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool.get(), nullptr));
+    }
+    // Each pool refits once for real; later calls find nothing due, so time one pass per pool.
+    cudaEvent_t a, b;
+    LEAPCACHE_CUDA_CHECK(cudaEventCreate(&a));
+    LEAPCACHE_CUDA_CHECK(cudaEventCreate(&b));
+    LEAPCACHE_CUDA_CHECK(cudaDeviceSynchronize());
+    LEAPCACHE_CUDA_CHECK(cudaEventRecord(a));
+    for (auto& pool : pools) BENCH_CHECK_OK(kernels::WindowRefit(layout, in.slot.get(), batch, pool.get(), nullptr));
+    LEAPCACHE_CUDA_CHECK(cudaEventRecord(b));
+    LEAPCACHE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    LEAPCACHE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    row.refit_us = 1000.0 * ms / rot;
+    LEAPCACHE_CUDA_CHECK(cudaEventDestroy(a));
+    LEAPCACHE_CUDA_CHECK(cudaEventDestroy(b));
+    reset(false);
+    // The step kernel by itself: 7 warm-up and 7 timed steps per pool (records 7..13 read), so
+    // no window fills and no refit launch is needed.
+    row.step_only_us = TimeUs(7 * rot, 1, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pools[i % rot].get(), nullptr));
+    });
+  }
+  // Encode (BF16 [N,H,V,K] in) and decode (FP32 [N,H,V,K] out).
+  {
+    row.encode_us = TimeUs(rot, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowEncode(layout, dp, pools[i % rot].get(), nullptr));
+    });
+    row.encode_bytes = heads * (2.0 * kD * kD + payload + header);
+    DeviceBuffer<float> out(size_t(batch) * kHeads * kD * kD);
+    DenseParams op{batch, in.slot.get(), out.get(), DType::kFp32, Orientation::kVK};
+    row.decode_us = TimeUs(rot, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowDecode(layout, op, pools[i % rot].get(), nullptr));
+    });
+    row.decode_bytes = heads * (payload + header + 4.0 * kD * kD);
+  }
+  (void)copy_gbs;
+  return row;
+}
+
+double CopyBandwidthGBs() {
+  const size_t bytes = size_t(2) << 30;
+  DeviceBuffer<uint8_t> a(bytes), b(bytes);
+  LEAPCACHE_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
+  const double us = TimeUs(5, 5, [&](int) {
+    LEAPCACHE_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));
+  });
+  return 2.0 * bytes / (us * 1e3);  // read + write
+}
+
+std::string F(double x, int prec = 1) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", prec, x);
+  return b;
+}
+
+int Main(int argc, char** argv) {
+  std::string out = ".";
+  std::vector<int> batches = {1, 8, 32, 64, 128, 256, 512};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (a == "--batches" && i + 1 < argc) {
+      batches.clear();
+      std::stringstream ss(argv[++i]);
+      for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::stoi(x));
+    } else {
+      std::fprintf(stderr, "usage: leapcache-kernel-bench [--out DIR] [--batches 1,8,...]\n");
+      return 2;
+    }
+  }
+  const Device dev = GetDevice();
+  const double copy = CopyBandwidthGBs();
+  std::printf("%s, L2 %zu MiB, device copy %.0f GB/s (read + write)\n", dev.name.c_str(), dev.l2_bytes >> 20, copy);
+  std::vector<Row> rows;
+  for (StateKind kind : {StateKind::kGdn, StateKind::kKda}) {
+    for (int b : batches) {
+      rows.push_back(Measure(kind, b, dev, copy));
+      const Row& r = rows.back();
+      std::printf("%s B=%d fp32 %.1f us, window %.1f us (lockstep %.1f), speedup %.2fx\n", r.kind.c_str(), b,
+                  r.fp32_us, r.window_stagger_us, r.window_lock_us, r.fp32_us / r.window_stagger_us);
+      std::fflush(stdout);
+    }
+  }
+  auto gbs = [](double bytes, double us) { return bytes / (us * 1e3); };
+  std::ostringstream md, js;
+  md << "GPU: " << dev.name << "; device copy " << F(copy, 0) << " GB/s (read + write). H = 32, dk = dv = 128, "
+     << "BF16 inputs, cold L2. Window = 8-bit leap format, p = 16, r = 4, one p-cycle of step + refit "
+     << "launches per token, per-step average. GB/s = byte model / time.\n\n"
+     << "| kind | B | fp32 us | fp32 GB/s | fp32 % copy | window us (staggered) | GB/s | lockstep us | "
+        "speedup (staggered) | speedup (lockstep) | step only us | refit us (all due) | refit GB/s | "
+        "encode us | encode GB/s | decode us | decode GB/s |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  js << "{\n  \"gpu\": \"" << dev.name << "\",\n  \"copy_gbs\": " << copy << ",\n  \"heads\": " << kHeads
+     << ",\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    md << "| " << r.kind << " | " << r.batch << " | " << F(r.fp32_us) << " | " << F(gbs(r.fp32_bytes, r.fp32_us), 0)
+       << " | " << F(100 * gbs(r.fp32_bytes, r.fp32_us) / copy, 0) << "% | " << F(r.window_stagger_us) << " | "
+       << F(gbs(r.window_bytes, r.window_stagger_us), 0) << " | " << F(r.window_lock_us) << " | "
+       << F(r.fp32_us / r.window_stagger_us, 2) << "x | " << F(r.fp32_us / r.window_lock_us, 2) << "x | "
+       << F(r.step_only_us) << " | " << F(r.refit_us) << " | " << F(gbs(r.refit_bytes, r.refit_us), 0) << " | "
+       << F(r.encode_us) << " | " << F(gbs(r.encode_bytes, r.encode_us), 0) << " | " << F(r.decode_us) << " | "
+       << F(gbs(r.decode_bytes, r.decode_us), 0) << " |\n";
+    js << "    {\"kind\": \"" << r.kind << "\", \"batch\": " << r.batch << ", \"fp32_us\": " << r.fp32_us
+       << ", \"fp32_bytes\": " << r.fp32_bytes << ", \"window_staggered_us\": " << r.window_stagger_us
+       << ", \"window_lockstep_us\": " << r.window_lock_us << ", \"window_bytes_per_step\": " << r.window_bytes
+       << ", \"step_only_us\": " << r.step_only_us << ", \"refit_all_due_us\": " << r.refit_us
+       << ", \"refit_bytes\": " << r.refit_bytes << ", \"encode_us\": " << r.encode_us
+       << ", \"encode_bytes\": " << r.encode_bytes << ", \"decode_us\": " << r.decode_us
+       << ", \"decode_bytes\": " << r.decode_bytes << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  js << "  ]\n}\n";
+  std::filesystem::create_directories(out);
+  std::ofstream(std::filesystem::path(out) / "kernel_bench.md") << md.str();
+  std::ofstream(std::filesystem::path(out) / "kernel_bench.json") << js.str();
+  std::printf("\n%s", md.str().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace leapcache::bench
+
+int main(int argc, char** argv) { return leapcache::bench::Main(argc, argv); }

@@ -1,0 +1,80 @@
+// Small device helpers shared by the kernels: dtype loads, warp and block reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace leapcache::kernels {
+
+__device__ __forceinline__ float LoadAsFloat(const float* p, int i) { return p[i]; }
+__device__ __forceinline__ float LoadAsFloat(const __nv_bfloat16* p, int i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void StoreFromFloat(float* p, int i, float x) { p[i] = x; }
+__device__ __forceinline__ void StoreFromFloat(__nv_bfloat16* p, int i, float x) {
+  p[i] = __float2bfloat16_rn(x);
+}
+
+// Sum over lanes that differ only in the low log2(width) bits.
+template <int kWidth>
+__device__ __forceinline__ float GroupSum(float x) {
+#pragma unroll
+  for (int m = kWidth / 2; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+  return x;
+}
+
+template <int kWidth>
+__device__ __forceinline__ float GroupMax(float x) {
+#pragma unroll
+  for (int m = kWidth / 2; m > 0; m >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}
+
+// Block-wide sum / max for blocks of kThreads (multiple of 32); `scratch` holds kThreads / 32
+// floats. Every thread gets the result. Includes the barriers it needs.
+template <int kThreads>
+__device__ __forceinline__ float BlockSum(float x, float* scratch) {
+  x = GroupSum<32>(x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  float t = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) t += scratch[w];
+  return t;
+}
+
+template <int kThreads>
+__device__ __forceinline__ float BlockMax(float x, float* scratch) {
+  x = GroupMax<32>(x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  float t = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) t = fmaxf(t, scratch[w]);
+  return t;
+}
+
+// Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the loads of a whole
+// staging pass are in flight together and need no registers.
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+
+__device__ __forceinline__ void CopyAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
+
+// The block copies `bytes` rounded up to 16 (both pointers 16-byte aligned; the rounded range
+// must be readable). Complete with CopyAsyncWaitAll() and a barrier.
+__device__ __forceinline__ void BlockCopyAsync(void* smem, const void* gmem, int bytes) {
+  for (int i = 16 * static_cast<int>(threadIdx.x); i < bytes; i += 16 * static_cast<int>(blockDim.x)) {
+    CopyAsync16(static_cast<char*>(smem) + i, static_cast<const char*>(gmem) + i);
+  }
+}
+
+}  // namespace leapcache::kernels

@@ -1,0 +1,75 @@
+// Public host API of leapcache's CUDA kernels. Every launcher validates shapes, pointers,
+// alignment and dtypes first and returns INVALID_ARGUMENT naming the bad argument; the kernels
+// themselves carry no error paths. Launches are asynchronous on `stream`; a launch error
+// (cudaGetLastError after the launch) comes back as INTERNAL with the call and file:line.
+//
+// State pools are addressed through a slot index per request, as serving engines keep them:
+// request b uses slot[b]; slot[b] < 0 or >= num_slots is padding (zero output, nothing read or
+// written). Kernels are built for dk = dv = 128 (the shape of every GDN/KDA model in service).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "gpu/format.h"
+#include "gpu/pool_layout.h"
+#include "gpu/status.h"
+
+namespace leapcache::kernels {
+
+enum class DType : uint8_t { kFp32 = 0, kBf16 = 1 };
+
+inline constexpr int kKernelDim = 128;
+
+// One decode step's per-request inputs and outputs (device pointers).
+struct StepParams {
+  int batch = 0;
+  int num_heads = 0;
+  const int32_t* slot = nullptr;  // [batch]
+  const void* q = nullptr;        // [batch][num_heads][dk], in_dtype
+  const void* k = nullptr;        // [batch][num_heads][dk], in_dtype
+  const void* v = nullptr;        // [batch][num_heads][dv], in_dtype
+  DType in_dtype = DType::kBf16;
+  const float* g = nullptr;       // log decay: [batch][num_heads] (GDN), [batch][num_heads][dk] (KDA)
+  const float* beta = nullptr;    // [batch][num_heads]
+  void* o = nullptr;              // [batch][num_heads][dv], out_dtype
+  DType out_dtype = DType::kFp32;
+  bool l2norm_qk = false;         // FLA use_qk_l2norm_in_kernel (eps 1e-6 inside the sqrt)
+  float scale = 1.0f;             // multiplies q after the norm
+};
+
+// The honest baseline: the FP32 recurrence (reference/recurrence.h) in place on a pool
+// [num_slots][num_heads][dv][dk] of fp32 states (value-major, K contiguous, as vLLM/FlashInfer).
+Status Fp32DecodeStep(StateKind kind, const StepParams& p, float* state_pool, int num_slots,
+                      cudaStream_t stream);
+
+// The window format's decode step (FORMAT.md section 5) on a pool laid out by `layout`
+// (kLeap, 8-bit): for each request computes u and o from the boundary payload and the open
+// window's records without materialising the state, and appends the record. A head whose
+// window is full (n == p) must be refitted (WindowRefit) before its next step.
+Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
+                        cudaStream_t stream);
+
+// The boundary refit over the heads of slot[0..batch) whose window is full: reconstruct,
+// fit compensators, smooth, quantize, write the new payload, reset the window. Heads with
+// n < p are left untouched (cheap: one 4-byte read each).
+Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uint8_t* pool,
+                   cudaStream_t stream);
+
+// Dense states <-> pool regions. `states` is [batch][num_heads][dk][dv] (kKV) or
+// [batch][num_heads][dv][dk] (kVK) in `dtype`. Encode writes a fresh boundary (n = 0, G = 0);
+// decode writes the state the region represents, open window included.
+struct DenseParams {
+  int batch = 0;
+  const int32_t* slot = nullptr;  // [batch]
+  void* states = nullptr;
+  DType dtype = DType::kFp32;
+  Orientation layout = Orientation::kVK;
+};
+Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* pool,
+                    cudaStream_t stream);
+Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_t* pool,
+                    cudaStream_t stream);
+
+}  // namespace leapcache::kernels

@@ -1,0 +1,56 @@
+// Host-side argument validation shared by the launchers: every message names the argument.
+#include <cstdint>
+#include <string>
+
+#include "gpu/kernels/kernels.h"
+
+namespace leapcache::kernels {
+
+namespace {
+
+bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+}  // namespace
+
+Status ValidateStepParams(const StepParams& p, int dk) {
+  if (p.batch < 0) return InvalidArgumentError("batch must be >= 0 (got " + std::to_string(p.batch) + ")");
+  if (p.num_heads < 1) return InvalidArgumentError("num_heads must be >= 1");
+  if (p.in_dtype != DType::kFp32 && p.in_dtype != DType::kBf16) {
+    return InvalidArgumentError("in_dtype must be fp32 or bf16");
+  }
+  if (p.out_dtype != DType::kFp32 && p.out_dtype != DType::kBf16) {
+    return InvalidArgumentError("out_dtype must be fp32 or bf16");
+  }
+  if (!(p.scale == p.scale) || p.scale == 0.0f) return InvalidArgumentError("scale must be finite and non-zero");
+  if (p.batch == 0) return OkStatus();
+  const struct {
+    const char* name;
+    const void* ptr;
+  } ptrs[] = {{"slot", p.slot}, {"q", p.q}, {"k", p.k}, {"v", p.v},
+              {"g", p.g},       {"beta", p.beta}, {"o", p.o}};
+  for (const auto& x : ptrs) {
+    if (x.ptr == nullptr) return InvalidArgumentError(std::string(x.name) + " is null");
+    if (!Aligned(x.ptr, 4)) return InvalidArgumentError(std::string(x.name) + " must be 4-byte aligned");
+  }
+  if (static_cast<int64_t>(p.batch) * p.num_heads > (int64_t{1} << 31) / dk) {
+    return InvalidArgumentError("batch * num_heads is too large for one launch");
+  }
+  return OkStatus();
+}
+
+Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
+  if (pool == nullptr) return InvalidArgumentError("pool is null");
+  if (!Aligned(pool, 128)) return InvalidArgumentError("pool must be 128-byte aligned");
+  if (l.spec.dk != kKernelDim || l.spec.dv != kKernelDim) {
+    return InvalidArgumentError("kernels are built for dk = dv = 128 (pool has dk = " +
+                                std::to_string(l.spec.dk) + ", dv = " + std::to_string(l.spec.dv) + ")");
+  }
+  if (l.spec.codec != Codec::kLeap || l.spec.bits != 8) {
+    return InvalidArgumentError("window kernels run the 8-bit leap codec (pool is " +
+                                l.spec.ToString() + ")");
+  }
+  if (l.region_bytes % 128 != 0) return InvalidArgumentError("pool region size must be a multiple of 128");
+  return OkStatus();
+}
+
+}  // namespace leapcache::kernels

@@ -1,0 +1,36 @@
+// A pool region's offsets (gpu/pool_layout.h) as a plain struct passed by value to kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/pool_layout.h"
+
+namespace leapcache::kernels {
+
+struct RegionView {
+  int num_slots, num_heads, p, r, gate, smoothing;
+  uint32_t region_bytes, codes, row_scale, col_scale, comp, window, rec_k, rec_u, rec_w, rec_g;
+};
+
+inline RegionView MakeRegionView(const PoolLayout& l) {
+  RegionView v;
+  v.num_slots = l.num_slots;
+  v.num_heads = l.num_heads;
+  v.p = l.spec.p;
+  v.r = l.spec.r;
+  v.gate = l.gate;
+  v.smoothing = l.spec.smoothing ? 1 : 0;
+  v.region_bytes = static_cast<uint32_t>(l.region_bytes);
+  v.codes = static_cast<uint32_t>(l.payload.codes_offset);
+  v.row_scale = static_cast<uint32_t>(l.payload.row_scale_offset);
+  v.col_scale = static_cast<uint32_t>(l.payload.col_scale_offset);
+  v.comp = static_cast<uint32_t>(l.payload.comp_offset);
+  v.window = static_cast<uint32_t>(l.window_offset);
+  v.rec_k = static_cast<uint32_t>(l.rec_k_offset);
+  v.rec_u = static_cast<uint32_t>(l.rec_u_offset);
+  v.rec_w = static_cast<uint32_t>(l.rec_w_offset);
+  v.rec_g = static_cast<uint32_t>(l.rec_g_offset);
+  return v;
+}
+
+}  // namespace leapcache::kernels

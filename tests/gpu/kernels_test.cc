@@ -1,0 +1,528 @@
+// Device tests: every kernel against the CPU reference on fresh random inputs (label gpu).
+// Outputs are poisoned before each launch; untouched pool slots must come back bit-exact.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gpu/half.h"
+#include "gpu/kernels/kernels.h"
+#include "gpu/pool_layout.h"
+#include "gpu/reference/codec.h"
+#include "gpu/reference/recurrence.h"
+#include "gpu/reference/window.h"
+#include "gpu/tools/synthetic.h"
+#include "tests/gpu/device_buffer.h"
+
+namespace leapcache::kernels {
+namespace {
+
+using reference::StepInput;
+using reference::StepOptions;
+using reference::WindowOptions;
+using reference::WindowState;
+using testing::DeviceBuffer;
+
+constexpr int kD = kKernelDim;
+
+double RelL2(const float* x, const float* ref, size_t n) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    e += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+    r += double(ref[i]) * ref[i];
+  }
+  return r > 0 ? std::sqrt(e / r) : std::sqrt(e);
+}
+
+struct Rng {
+  explicit Rng(uint64_t seed) : gen(seed) {}
+  float Normal() { return normal(gen); }
+  float Uniform() { return uniform(gen); }
+  std::mt19937_64 gen;
+  std::normal_distribution<float> normal{0.0f, 1.0f};
+  std::uniform_real_distribution<float> uniform{0.0f, 1.0f};
+};
+
+uint64_t FreshSeed() { return std::random_device{}(); }
+
+// One batch of step inputs on the host (values as the kernel sees them) and on the device.
+struct StepBatch {
+  StepBatch(int batch, int heads, StateKind kind, DType dtype)
+      : batch(batch), heads(heads), kind(kind), dtype(dtype) {}
+  int batch, heads;
+  StateKind kind;
+  DType dtype;
+  std::vector<float> q, k, v, g, beta;  // fp32 values (bf16-exact when dtype is bf16)
+  std::vector<int32_t> slot;
+
+  void Fill(Rng& rng) {
+    const int gate = kind == StateKind::kGdn ? 1 : kD;
+    q.resize(size_t(batch) * heads * kD);
+    k.resize(q.size());
+    v.resize(q.size());
+    g.resize(size_t(batch) * heads * gate);
+    beta.resize(size_t(batch) * heads);
+    auto round = [&](float x) { return dtype == DType::kBf16 ? RoundToBf16(x) : x; };
+    for (auto& x : q) x = round(rng.Normal());
+    for (auto& x : k) x = round(rng.Normal());
+    for (auto& x : v) x = round(3.0f * rng.Normal());
+    for (size_t i = 0; i < g.size(); ++i) {
+      // log-sigmoid style decays, with a few channels decaying hard (cumulative < -1000).
+      g[i] = std::log(1.0f / (1.0f + std::exp(-(2.0f + rng.Normal())))) * (i % 37 == 5 ? 400.0f : 1.0f);
+    }
+    for (auto& x : beta) x = 1.0f / (1.0f + std::exp(-rng.Normal()));
+  }
+
+  StepInput Input(int b, int h) const {
+    const size_t i = size_t(b) * heads + h;
+    const int gate = kind == StateKind::kGdn ? 1 : kD;
+    return StepInput{q.data() + i * kD, k.data() + i * kD, v.data() + i * kD, g.data() + i * gate,
+                     beta[i]};
+  }
+};
+
+// Device copies of a StepBatch; inputs in the batch's dtype.
+struct DeviceStep {
+  DeviceBuffer<uint16_t> q16, k16, v16;
+  DeviceBuffer<float> q32, k32, v32, g, beta, o;
+  DeviceBuffer<int32_t> slot;
+  StepParams params;
+
+  DeviceStep(const StepBatch& s, const StepOptions& opts) {
+    auto to16 = [](const std::vector<float>& x) {
+      std::vector<uint16_t> y(x.size());
+      for (size_t i = 0; i < x.size(); ++i) y[i] = FloatToBf16(x[i]);
+      return y;
+    };
+    params.batch = s.batch;
+    params.num_heads = s.heads;
+    params.in_dtype = s.dtype;
+    if (s.dtype == DType::kBf16) {
+      q16 = DeviceBuffer<uint16_t>(to16(s.q));
+      k16 = DeviceBuffer<uint16_t>(to16(s.k));
+      v16 = DeviceBuffer<uint16_t>(to16(s.v));
+      params.q = q16.get();
+      params.k = k16.get();
+      params.v = v16.get();
+    } else {
+      q32 = DeviceBuffer<float>(s.q);
+      k32 = DeviceBuffer<float>(s.k);
+      v32 = DeviceBuffer<float>(s.v);
+      params.q = q32.get();
+      params.k = k32.get();
+      params.v = v32.get();
+    }
+    g = DeviceBuffer<float>(s.g);
+    beta = DeviceBuffer<float>(s.beta);
+    o = DeviceBuffer<float>(std::vector<float>(size_t(s.batch) * s.heads * kD, NAN));  // poison
+    slot = DeviceBuffer<int32_t>(s.slot);
+    params.g = g.get();
+    params.beta = beta.get();
+    params.o = o.get();
+    params.out_dtype = DType::kFp32;
+    params.slot = slot.get();
+    params.l2norm_qk = opts.l2norm_qk;
+    params.scale = opts.scale;
+  }
+};
+
+std::vector<int32_t> RandomSlots(Rng& rng, int batch, int num_slots, int pad_index) {
+  std::vector<int32_t> perm(num_slots);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng.gen);
+  std::vector<int32_t> slot(perm.begin(), perm.begin() + batch);
+  if (pad_index >= 0) slot[pad_index] = -1;
+  return slot;
+}
+
+// ---------------------------------------------------------------------------------------------
+// FP32 baseline step.
+
+struct Fp32Case {
+  StateKind kind;
+  DType dtype;
+  bool l2norm;
+};
+
+class Fp32StepTest : public ::testing::TestWithParam<Fp32Case> {};
+
+TEST_P(Fp32StepTest, MatchesReferenceRecurrence) {
+  const Fp32Case c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  const int batch = 9, heads = 4, num_slots = 20;
+  StepBatch s{batch, heads, c.kind, c.dtype};
+  s.Fill(rng);
+  s.slot = RandomSlots(rng, batch, num_slots, 3);
+  std::vector<float> pool(size_t(num_slots) * heads * kD * kD);
+  for (auto& x : pool) x = rng.Normal();
+  DeviceBuffer<float> d_pool(pool);
+  const StepOptions opts{c.l2norm, c.l2norm ? 1.0f / std::sqrt(float(kD)) : 0.7f};
+  DeviceStep d(s, opts);
+  ASSERT_TRUE(Fp32DecodeStep(c.kind, d.params, d_pool.get(), num_slots, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> o = d.o.Download(), out_pool = d_pool.Download();
+
+  std::vector<bool> used(num_slots, false);
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      const float* ob = o.data() + (size_t(b) * heads + h) * kD;
+      if (s.slot[b] < 0) {
+        for (int j = 0; j < kD; ++j) ASSERT_EQ(ob[j], 0.0f) << "padding output";
+        continue;
+      }
+      used[s.slot[b]] = true;
+      const size_t base = (size_t(s.slot[b]) * heads + h) * kD * kD;
+      std::vector<float> S(kD * kD), got(kD * kD), o_ref(kD);
+      for (int j = 0; j < kD; ++j) {
+        for (int a = 0; a < kD; ++a) {
+          S[a * kD + j] = pool[base + j * kD + a];
+          got[a * kD + j] = out_pool[base + j * kD + a];
+        }
+      }
+      reference::RecurrentStep(c.kind, kD, kD, opts, s.Input(b, h), S.data(), o_ref.data());
+      EXPECT_LT(RelL2(ob, o_ref.data(), kD), 1e-5) << "b " << b << " h " << h;
+      EXPECT_LT(RelL2(got.data(), S.data(), S.size()), 1e-5) << "b " << b << " h " << h;
+    }
+  }
+  for (int sl = 0; sl < num_slots; ++sl) {
+    if (used[sl]) continue;
+    const size_t base = size_t(sl) * heads * kD * kD;
+    ASSERT_EQ(std::memcmp(pool.data() + base, out_pool.data() + base, sizeof(float) * heads * kD * kD), 0)
+        << "untouched slot " << sl << " changed";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, Fp32StepTest,
+    ::testing::Values(Fp32Case{StateKind::kGdn, DType::kBf16, true}, Fp32Case{StateKind::kGdn, DType::kFp32, false},
+                      Fp32Case{StateKind::kKda, DType::kBf16, true}, Fp32Case{StateKind::kKda, DType::kFp32, false}));
+
+// ---------------------------------------------------------------------------------------------
+// Window step + refit against reference::WindowState.
+
+struct WindowCase {
+  StateKind kind;
+  DType dtype;
+  bool all_due;  // every head starts one record short of the boundary
+};
+
+class WindowStepTest : public ::testing::TestWithParam<WindowCase> {};
+
+std::vector<float> RandomState(Rng& rng) {
+  std::vector<float> S(kD * kD);
+  std::vector<float> col(kD);
+  for (int j = 0; j < kD; ++j) col[j] = j % 17 == 3 ? 20.0f : 1.0f;  // outlier value columns
+  for (int a = 0; a < kD; ++a) {
+    for (int j = 0; j < kD; ++j) S[a * kD + j] = col[j] * rng.Normal();
+  }
+  return S;
+}
+
+TEST_P(WindowStepTest, StepAndRefitMatchReference) {
+  const WindowCase c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  const int batch = 7, heads = 4, num_slots = 12;
+  const BlobSpec spec = BlobSpec::Leap(c.kind, 8);
+  auto layout = MakePoolLayout(spec, num_slots, heads);
+  ASSERT_TRUE(layout.ok());
+  const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
+  const WindowOptions wopts{spec, opts, reference::RecordPrecision::kFp16};
+
+  std::vector<uint8_t> pool(layout->pool_bytes());
+  for (auto& x : pool) x = static_cast<uint8_t>(rng.gen());  // poison every region
+  StepBatch s{batch, heads, c.kind, c.dtype};
+  s.slot = RandomSlots(rng, batch, num_slots, 2);
+  std::vector<std::unique_ptr<WindowState>> cpu(size_t(batch) * heads);
+  for (int b = 0; b < batch; ++b) {
+    if (s.slot[b] < 0) continue;
+    for (int h = 0; h < heads; ++h) {
+      const std::vector<float> h0 = RandomState(rng);
+      auto w = WindowState::Create(wopts, h0.data());
+      ASSERT_TRUE(w.ok());
+      const int m = c.all_due ? spec.p - 1 : int(rng.gen() % spec.p);
+      StepBatch warm{1, 1, c.kind, DType::kFp32};
+      std::vector<float> o(kD);
+      for (int i = 0; i < m; ++i) {
+        warm.Fill(rng);
+        ASSERT_TRUE((*w)->Step(warm.Input(0, 0), o.data()).ok());
+      }
+      ASSERT_TRUE(WriteRegion(*layout, (*w)->Snapshot(),
+                              pool.data() + layout->region_offset(s.slot[b], h)).ok());
+      cpu[size_t(b) * heads + h] = std::move(w).value();
+    }
+  }
+  s.Fill(rng);
+  DeviceBuffer<uint8_t> d_pool(pool);
+  DeviceStep d(s, opts);
+  ASSERT_TRUE(WindowDecodeStep(*layout, d.params, d_pool.get(), nullptr).ok());
+  // Before the refit: the decoded live state (open window included) of heads not yet due.
+  DeviceBuffer<float> dense(std::vector<float>(size_t(batch) * heads * kD * kD, NAN));
+  DenseParams dp{batch, d.slot.get(), dense.get(), DType::kFp32, Orientation::kKV};
+  ASSERT_TRUE(WindowDecode(*layout, dp, d_pool.get(), nullptr).ok());
+  ASSERT_TRUE(WindowRefit(*layout, d.slot.get(), batch, d_pool.get(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> o = d.o.Download(), live = dense.Download();
+  const std::vector<uint8_t> out_pool = d_pool.Download();
+
+  int refits = 0;
+  std::vector<bool> used(num_slots, false);
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      const float* ob = o.data() + (size_t(b) * heads + h) * kD;
+      if (s.slot[b] < 0) {
+        for (int j = 0; j < kD; ++j) ASSERT_EQ(ob[j], 0.0f);
+        continue;
+      }
+      used[s.slot[b]] = true;
+      WindowState& w = *cpu[size_t(b) * heads + h];
+      const int n_before = w.num_records();
+      std::vector<float> o_ref(kD), S_ref(kD * kD), S_gpu(kD * kD);
+      ASSERT_TRUE(w.Step(s.Input(b, h), o_ref.data()).ok());
+      EXPECT_LT(RelL2(ob, o_ref.data(), kD), 1e-4) << "o, b " << b << " h " << h;
+      const bool refit = n_before + 1 == spec.p;
+      refits += refit;
+      w.State(S_ref.data());
+      if (!refit) {  // live decode: same records, same base
+        EXPECT_LT(RelL2(live.data() + (size_t(b) * heads + h) * kD * kD, S_ref.data(), S_ref.size()), 1e-4);
+      }
+      auto snap = ReadRegion(*layout, out_pool.data() + layout->region_offset(s.slot[b], h));
+      ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+      EXPECT_EQ(snap->k.size(), size_t(w.num_records()));
+      auto gpu_w = WindowState::FromSnapshot(wopts, *snap);
+      ASSERT_TRUE(gpu_w.ok()) << gpu_w.status().ToString();
+      (*gpu_w)->State(S_gpu.data());
+      // A refit re-quantizes: codes may differ by one step where the two sides' sums round
+      // differently; everything else is the same arithmetic in another order.
+      EXPECT_LT(RelL2(S_gpu.data(), S_ref.data(), S_ref.size()), refit ? 2e-3 : 1e-4)
+          << "state, b " << b << " h " << h << " refit " << refit;
+    }
+  }
+  if (c.all_due) EXPECT_EQ(refits, (batch - 1) * heads);
+  for (int sl = 0; sl < num_slots; ++sl) {
+    if (used[sl]) continue;
+    const size_t off = layout->region_offset(sl, 0);
+    ASSERT_EQ(std::memcmp(pool.data() + off, out_pool.data() + off, layout->region_bytes * heads), 0)
+        << "untouched slot " << sl << " changed";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, WindowStepTest,
+                         ::testing::Values(WindowCase{StateKind::kGdn, DType::kBf16, false},
+                                           WindowCase{StateKind::kGdn, DType::kFp32, true},
+                                           WindowCase{StateKind::kKda, DType::kBf16, false},
+                                           WindowCase{StateKind::kKda, DType::kFp32, true}));
+
+// ---------------------------------------------------------------------------------------------
+// Encode / decode of dense states.
+
+struct DenseCase {
+  StateKind kind;
+  DType dtype;
+  Orientation layout;
+};
+
+class EncodeDecodeTest : public ::testing::TestWithParam<DenseCase> {};
+
+TEST_P(EncodeDecodeTest, MatchesReferenceCodec) {
+  const DenseCase c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  const int batch = 5, heads = 3, num_slots = 8;
+  const BlobSpec spec = BlobSpec::Leap(c.kind, 8);
+  auto layout = MakePoolLayout(spec, num_slots, heads);
+  ASSERT_TRUE(layout.ok());
+  std::vector<int32_t> slot = RandomSlots(rng, batch, num_slots, 1);
+  std::vector<float> states_kv(size_t(batch) * heads * kD * kD);  // math orientation, per head
+  for (size_t i = 0; i < states_kv.size(); i += kD * kD) {
+    std::vector<float> S = RandomState(rng);
+    if (i == 0) {  // a rank-2 head: compensators carry nearly all of it
+      for (int a = 0; a < kD; ++a) {
+        for (int j = 0; j < kD; ++j) S[a * kD + j] = std::sin(0.1f * a) * (j % 5) + std::cos(0.3f * j) * (a % 3);
+      }
+    }
+    for (float& x : S) x = c.dtype == DType::kBf16 ? RoundToBf16(x) : x;
+    std::copy(S.begin(), S.end(), states_kv.begin() + i);
+  }
+  // The input tensor in the requested orientation and dtype.
+  std::vector<float> in(states_kv.size());
+  for (size_t hd = 0; hd < states_kv.size() / (kD * kD); ++hd) {
+    for (int a = 0; a < kD; ++a) {
+      for (int j = 0; j < kD; ++j) {
+        in[hd * kD * kD + (c.layout == Orientation::kKV ? a * kD + j : j * kD + a)] =
+            states_kv[hd * kD * kD + a * kD + j];
+      }
+    }
+  }
+  std::vector<uint8_t> pool(layout->pool_bytes());
+  for (auto& x : pool) x = static_cast<uint8_t>(rng.gen());
+  DeviceBuffer<uint8_t> d_pool(pool);
+  DeviceBuffer<int32_t> d_slot(slot);
+  DeviceBuffer<float> d_in32;
+  DeviceBuffer<uint16_t> d_in16;
+  DenseParams p{batch, d_slot.get(), nullptr, c.dtype, c.layout};
+  if (c.dtype == DType::kBf16) {
+    std::vector<uint16_t> h16(in.size());
+    for (size_t i = 0; i < in.size(); ++i) h16[i] = FloatToBf16(in[i]);
+    d_in16 = DeviceBuffer<uint16_t>(h16);
+    p.states = d_in16.get();
+  } else {
+    d_in32 = DeviceBuffer<float>(in);
+    p.states = d_in32.get();
+  }
+  ASSERT_TRUE(WindowEncode(*layout, p, d_pool.get(), nullptr).ok());
+  // Decode back to fp32 in the same orientation, into a poisoned buffer.
+  DeviceBuffer<float> d_out(std::vector<float>(in.size(), NAN));
+  DenseParams q{batch, d_slot.get(), d_out.get(), DType::kFp32, c.layout};
+  ASSERT_TRUE(WindowDecode(*layout, q, d_pool.get(), nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint8_t> out_pool = d_pool.Download();
+  const std::vector<float> out = d_out.Download();
+
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      const size_t hd = size_t(b) * heads + h;
+      if (slot[b] < 0) {
+        for (int i = 0; i < kD * kD; ++i) ASSERT_EQ(out[hd * kD * kD + i], 0.0f);
+        continue;
+      }
+      const float* S = states_kv.data() + hd * kD * kD;
+      auto cpu_blob = reference::Encode(spec, S, Orientation::kKV);
+      ASSERT_TRUE(cpu_blob.ok());
+      std::vector<float> cpu_dec(kD * kD), gpu_dec(kD * kD);
+      ASSERT_TRUE(reference::Decode(*cpu_blob, cpu_dec.data(), Orientation::kKV).ok());
+      auto snap = ReadRegion(*layout, out_pool.data() + layout->region_offset(slot[b], h));
+      ASSERT_TRUE(snap.ok());
+      EXPECT_EQ(snap->k.size(), 0u);
+      ASSERT_TRUE(reference::Decode(snap->blob, gpu_dec.data(), Orientation::kKV).ok());
+      const double cpu_err = RelL2(cpu_dec.data(), S, kD * kD);
+      const double gpu_err = RelL2(gpu_dec.data(), S, kD * kD);
+      EXPECT_LT(RelL2(gpu_dec.data(), cpu_dec.data(), kD * kD), 1e-3) << "b " << b << " h " << h;
+      EXPECT_LT(gpu_err, 1.05 * cpu_err + 1e-6) << "GPU encode worse than the reference";
+      // The GPU decode equals the CPU decode of the same payload (fp32 arithmetic, any order).
+      std::vector<float> dec_kv(kD * kD);
+      for (int a = 0; a < kD; ++a) {
+        for (int j = 0; j < kD; ++j) {
+          dec_kv[a * kD + j] = out[hd * kD * kD + (c.layout == Orientation::kKV ? a * kD + j : j * kD + a)];
+        }
+      }
+      EXPECT_LT(RelL2(dec_kv.data(), gpu_dec.data(), kD * kD), 1e-6);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, EncodeDecodeTest,
+                         ::testing::Values(DenseCase{StateKind::kGdn, DType::kFp32, Orientation::kKV},
+                                           DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK},
+                                           DenseCase{StateKind::kKda, DType::kFp32, Orientation::kVK},
+                                           DenseCase{StateKind::kKda, DType::kBf16, Orientation::kKV}));
+
+// ---------------------------------------------------------------------------------------------
+// A 4,096-step trajectory on the GPU reproduces the CPU accuracy of the 8-bit window format.
+
+class TrajectoryTest : public ::testing::TestWithParam<StateKind> {};
+
+TEST_P(TrajectoryTest, ReadoutErrorMatchesCpuTable) {
+  const StateKind kind = GetParam();
+  const int heads = 4, steps = 4096;
+  const BlobSpec spec = BlobSpec::Leap(kind, 8);
+  auto layout = MakePoolLayout(spec, 1, heads);
+  ASSERT_TRUE(layout.ok());
+  const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
+  const WindowOptions wopts{spec, opts, reference::RecordPrecision::kFp16};
+  std::vector<uint8_t> pool(layout->pool_bytes(), 0);
+  std::vector<std::unique_ptr<WindowState>> cpu;
+  std::vector<std::vector<float>> ref_state(heads, std::vector<float>(kD * kD, 0.0f));
+  std::vector<tools::SyntheticTrajectory> traj;
+  for (int h = 0; h < heads; ++h) {
+    auto w = WindowState::Create(wopts, nullptr);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(WriteRegion(*layout, (*w)->Snapshot(), pool.data() + layout->region_offset(0, h)).ok());
+    cpu.push_back(std::move(w).value());
+    traj.emplace_back(tools::TrajectoryOptions{kind, kD, kD, 1, h, heads});
+  }
+  DeviceBuffer<uint8_t> d_pool(pool);
+  const int gate = kind == StateKind::kGdn ? 1 : kD;
+  std::vector<float> q(heads * kD), k(heads * kD), v(heads * kD), g(heads * gate), beta(heads);
+  DeviceBuffer<float> dq(q.size()), dk(k.size()), dv(v.size()), dg(g.size()), dbeta(heads), d_o(heads * kD);
+  DeviceBuffer<int32_t> d_slot(std::vector<int32_t>{0});
+  StepParams p;
+  p.batch = 1;
+  p.num_heads = heads;
+  p.slot = d_slot.get();
+  p.q = dq.get();
+  p.k = dk.get();
+  p.v = dv.get();
+  p.in_dtype = DType::kFp32;
+  p.g = dg.get();
+  p.beta = dbeta.get();
+  p.o = d_o.get();
+  p.out_dtype = DType::kFp32;
+  p.l2norm_qk = opts.l2norm_qk;
+  p.scale = opts.scale;
+  double gpu_err = 0, cpu_err = 0, ref_norm = 0;
+  std::vector<float> o_gpu(heads * kD), o_cpu(kD), o_ref(kD);
+  for (int t = 0; t < steps; ++t) {
+    for (int h = 0; h < heads; ++h) {
+      traj[h].Next(&q[h * kD], &k[h * kD], &v[h * kD], &g[h * gate], &beta[h]);
+    }
+    dq.Upload(q);
+    dk.Upload(k);
+    dv.Upload(v);
+    dg.Upload(g);
+    dbeta.Upload(beta);
+    ASSERT_TRUE(WindowDecodeStep(*layout, p, d_pool.get(), nullptr).ok());
+    ASSERT_TRUE(WindowRefit(*layout, d_slot.get(), 1, d_pool.get(), nullptr).ok());
+    o_gpu = d_o.Download();
+    for (int h = 0; h < heads; ++h) {
+      const StepInput in{&q[h * kD], &k[h * kD], &v[h * kD], &g[h * gate], beta[h]};
+      reference::RecurrentStep(kind, kD, kD, opts, in, ref_state[h].data(), o_ref.data());
+      ASSERT_TRUE(cpu[h]->Step(in, o_cpu.data()).ok());
+      for (int j = 0; j < kD; ++j) {
+        gpu_err += std::pow(double(o_gpu[h * kD + j]) - o_ref[j], 2);
+        cpu_err += std::pow(double(o_cpu[j]) - o_ref[j], 2);
+        ref_norm += double(o_ref[j]) * o_ref[j];
+      }
+    }
+  }
+  gpu_err = std::sqrt(gpu_err / ref_norm);
+  cpu_err = std::sqrt(cpu_err / ref_norm);
+  std::printf("%s 4096-step readout error: GPU %.3e, CPU reference %.3e\n", StateKindName(kind), gpu_err, cpu_err);
+  EXPECT_LT(std::fabs(gpu_err - cpu_err), 0.05 * cpu_err);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TrajectoryTest, ::testing::Values(StateKind::kGdn, StateKind::kKda));
+
+// ---------------------------------------------------------------------------------------------
+// Launchers reject bad arguments with a message naming them.
+
+TEST(LaunchChecks, RejectBadArguments) {
+  auto layout = MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8), 2, 2);
+  ASSERT_TRUE(layout.ok());
+  DeviceBuffer<uint8_t> pool(layout->pool_bytes());
+  StepParams p;
+  p.batch = 1;
+  p.num_heads = 2;
+  Status s = WindowDecodeStep(*layout, p, pool.get(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("slot"), std::string::npos) << s.message();
+  auto small = MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64), 2, 2);
+  ASSERT_TRUE(small.ok());
+  s = WindowRefit(*small, nullptr, 0, pool.get(), nullptr);
+  EXPECT_NE(s.message().find("dk = dv = 128"), std::string::npos) << s.message();
+  s = WindowRefit(*layout, nullptr, 0, pool.get() + 1, nullptr);
+  EXPECT_NE(s.message().find("aligned"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace leapcache::kernels

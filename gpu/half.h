@@ -8,6 +8,7 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define LEAPCACHE_HD __host__ __device__ __forceinline__
 #else
 #define LEAPCACHE_HD inline
@@ -45,6 +46,9 @@ LEAPCACHE_HD uint16_t FloatToBf16(float f) {
 LEAPCACHE_HD float Bf16ToFloat(uint16_t h) { return BitsFloat(static_cast<uint32_t>(h) << 16); }
 
 LEAPCACHE_HD uint16_t FloatToHalf(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));  // the same IEEE rounding, one instruction
+#else
   const uint32_t u = FloatBits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
@@ -67,9 +71,13 @@ LEAPCACHE_HD uint16_t FloatToHalf(float f) {
   const uint32_t rem = a & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: ok
   return sign | static_cast<uint16_t>(h);
+#endif
 }
 
 LEAPCACHE_HD float HalfToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
@@ -80,6 +88,7 @@ LEAPCACHE_HD float HalfToFloat(uint16_t h) {
   }
   if (exp == 31) return BitsFloat(sign | 0x7f800000u | (mant << 13));
   return BitsFloat(sign | ((exp + 112u) << 23) | (mant << 13));
+#endif
 }
 
 // Round-trips through the 16-bit type: the value a stored 16-bit field holds.

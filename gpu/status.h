@@ -60,9 +60,9 @@ template <typename T>
 class [[nodiscard]] StatusOr {
  public:
   // An OK status carries no value: it becomes INTERNAL rather than an empty "success".
-  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
-    if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
-  }
+  StatusOr(Status status)  // NOLINT
+      : status_(status.ok() ? Status(StatusCode::kInternal, "StatusOr built from an OK status")
+                            : std::move(status)) {}
   StatusOr(T value) : value_(std::move(value)) {}                                    // NOLINT
 
   bool ok() const { return status_.ok(); }

@@ -10,6 +10,7 @@
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"
+#include "gpu/kernels/launch_support.h"
 
 namespace leapcache::kernels {
 namespace {
@@ -121,19 +122,9 @@ __global__ void __launch_bounds__(kThreads) Fp32StepKernel(Fp32Args a) {
   }
 }
 
-int SmCount() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return n > 0 ? n : 1;
-  }();
-  return count;
-}
 
 }  // namespace
 
-Status ValidateStepParams(const StepParams& p, int dk);
 
 Status Fp32DecodeStep(StateKind kind, const StepParams& p, float* pool, int num_slots,
                       cudaStream_t stream) {

@@ -12,10 +12,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstddef>
+
 #include "gpu/half.h"
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"
+#include "gpu/kernels/launch_support.h"
 #include "gpu/kernels/region.cuh"
 
 namespace leapcache::kernels {
@@ -27,18 +31,24 @@ constexpr int kPitch = kD + 1;
 constexpr float kScaleFloor = 1.40129846432481707e-45f;  // 2^-149, as reference/codec.h
 constexpr float kDependentRatio = 1.0f / 65536.0f;      // as reference/compensators.h
 
+// Shared memory of one CTA. The record arrays are sized by the pool's p at launch
+// (SharedBytes), so p = 16 leaves room for two CTAs per SM.
 struct Shared {
-  float S[kD * kPitch];
-  float kf[kMaxRank][kD];  // fp16-exact key factors (and Y / K scratch as [h][a])
-  float vf[kMaxRank][kD];  // fp16-exact value factors (and Z / Qv scratch as [h][j])
-  float om[kMaxRank][kD];  // Omega [h][j]
-  float row_scale[kD];
-  float col_scale[kD];
-  float misc[kD];
-  float red[kThreads / 32];
-  float rec_ka[kMaxWindow][kD];  // record keys with scale and decay folded in
-  float rec_u[kMaxWindow][kD];   // record updates
+  float S[kD * kPitch];      // the dense state S[a][j]; raw records are staged here first
+  float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
+  float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
+  float om[kD][kMaxRank];    // Omega [j][h]
+  float row_scale[kD];       // s_k
+  float col_scale[kD];       // s_v / q while reconstructing, s_v while encoding
+  float decay[kD];           // exp(G[a])
+  int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
+  __align__(16) int8_t codes[kD * kD];  // [j][a]
+  __align__(16) float rec[1];           // ka [p][kD] then u [p][kD] (dynamic tail)
 };
+
+size_t SharedBytes(int p) { return offsetof(Shared, rec) + 2 * sizeof(float) * p * kD; }
+__device__ __forceinline__ float* RecKa(Shared& sh) { return sh.rec; }
+__device__ __forceinline__ float* RecU(Shared& sh, int p) { return sh.rec + p * kD; }
 
 __device__ __forceinline__ float CompensatorStartDevice(int j, int h) {
   uint32_t x = static_cast<uint32_t>(j) * 8u + static_cast<uint32_t>(h) + 0x9E3779B9u;
@@ -82,95 +92,105 @@ __device__ void Orthonormalize(float (*X)[kD], int r, int lane) {
   }
 }
 
-// S[a][j] from the region's payload and open window (n records, log-gate G). Every global
-// read is issued up front as independent 16-byte loads (codes straight into registers, the
-// rest staged in shared memory), so a CTA waits for memory about once, not once per element.
+// Each thread owns an 8 x 8 tile of S: rows a0 .. a0 + 7, columns j0 .. j0 + 7.
+__device__ __forceinline__ int TileRow() { return (threadIdx.x / 16) * 8; }
+__device__ __forceinline__ int TileCol() { return (threadIdx.x % 16) * 8; }
+
+__device__ __forceinline__ void Load8(const float* p, float v[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+// S[a][j] from the region's payload and open window (n records, log-gate G):
+//   S = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~_h[a] U~_h[j]) + sum_rec ka[rec][a] u[rec][j]
+// with ka = w * exp(G[a] - G_rec[a]) * k_rec[a], in the reference's order of operations. All
+// global reads are asynchronous copies issued together before the first use.
 __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView& rv, bool kda) {
   const int t = threadIdx.x;
-  // Codes: 1024 chunks of 16 bytes; chunk c is value row c / 8, keys [16 (c % 8), +16).
-  uint4 codes[kD * kD / 16 / kThreads];
-#pragma unroll
-  for (int i = 0; i < kD * kD / 16 / kThreads; ++i) {
-    codes[i] = __ldg(reinterpret_cast<const uint4*>(region + rv.codes) + t + i * kThreads);
-  }
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
+  // Stage: codes into sh.codes; raw records (k, u halves; w; G_rec) into the S area.
+  unsigned char* raw = reinterpret_cast<unsigned char*>(sh.S);
+  const int k_bytes = n * kD * 2, g_bytes = n * rv.gate * 4;
+  BlockCopyAsync(sh.codes, region + rv.codes, kD * kD);
+  BlockCopyAsync(raw, region + rv.rec_k, k_bytes);
+  BlockCopyAsync(raw + k_bytes, region + rv.rec_u, k_bytes);
+  BlockCopyAsync(raw + 2 * k_bytes, region + rv.rec_g, g_bytes);
+  BlockCopyAsync(raw + 2 * k_bytes + ((g_bytes + 15) / 16) * 16, region + rv.rec_w, n * 4);
   const float* G = reinterpret_cast<const float*>(region + rv.window + 16);
   const __half* comp = reinterpret_cast<const __half*>(region + rv.comp);
   if (t < kD) {
     sh.row_scale[t] = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
     sh.col_scale[t] = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
-    sh.misc[t] = expf(G[kda ? t : 0]);
   }
+  const float g_here = t < kD ? G[kda ? t : 0] : 0.0f;
+  if (t < kD) sh.decay[t] = expf(g_here);
   for (int i = t; i < rv.r * kD; i += kThreads) {
     sh.kf[i / kD][i % kD] = __half2float(comp[(i / kD) * 2 * kD + i % kD]);
     sh.vf[i / kD][i % kD] = __half2float(comp[(i / kD) * 2 * kD + kD + i % kD]);
   }
-  // Records: u as floats, and the key side folded with its scale and decay:
-  // ka[rec][a] = w_rec * exp(G[a] - G_rec[a]) * k_rec[a].
-  const __half* rk = reinterpret_cast<const __half*>(region + rv.rec_k);
-  const __half* ru = reinterpret_cast<const __half*>(region + rv.rec_u);
-  const float* rw = reinterpret_cast<const float*>(region + rv.rec_w);
-  const float* rg = reinterpret_cast<const float*>(region + rv.rec_g);
-  // Batches of 8 elements per thread: all loads of a batch are issued before its stores.
-  for (int base = 0; base < n * kD; base += 8 * kThreads) {
-    float u[8], k[8], w[8], g[8], gw[8];
-#pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const int i = base + t + m * kThreads;
-      if (i < n * kD) {
-        const int rec = i / kD, x = i % kD;
-        u[m] = __half2float(ru[i]);
-        k[m] = __half2float(rk[i]);
-        w[m] = rw[rec];
-        g[m] = rg[rec * rv.gate + (kda ? x : 0)];
-        gw[m] = G[kda ? x : 0];
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const int i = base + t + m * kThreads;
-      if (i < n * kD) {
-        const int rec = i / kD, x = i % kD;
-        sh.rec_u[rec][x] = u[m];
-        sh.rec_ka[rec][x] = w[m] * expf(gw[m] - g[m]) * k[m];
-      }
+  CopyAsyncWaitAll();
+  __syncthreads();
+  // Records to floats: ka[rec][a] and u[rec][j].
+  {
+    const __half* rk = reinterpret_cast<const __half*>(raw);
+    const __half* ru = reinterpret_cast<const __half*>(raw + k_bytes);
+    const float* rg = reinterpret_cast<const float*>(raw + 2 * k_bytes);
+    const float* rw = reinterpret_cast<const float*>(raw + 2 * k_bytes + ((g_bytes + 15) / 16) * 16);
+    float* ka = RecKa(sh);
+    float* u = RecU(sh, rv.p);
+    for (int i = t; i < n * kD; i += kThreads) {
+      const int rec = i / kD, x = i % kD;
+      const float decay = expf(G[kda ? x : 0] - rg[rec * rv.gate + (kda ? x : 0)]);
+      ka[i] = rw[rec] * decay * __half2float(rk[i]);
+      u[i] = __half2float(ru[i]);
     }
   }
-  __syncthreads();
-  // Boundary term, decayed: S[a][j] = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~ U~).
-#pragma unroll
-  for (int i = 0; i < kD * kD / 16 / kThreads; ++i) {
-    const int c = t + i * kThreads, j = c / 8, a0 = 16 * (c % 8);
-    const uint32_t w4[4] = {codes[i].x, codes[i].y, codes[i].z, codes[i].w};
-#pragma unroll
-    for (int e = 0; e < 16; ++e) {
-      const int a = a0 + e;
-      const int code = static_cast<int8_t>((w4[e / 4] >> (8 * (e % 4))) & 0xffu);
-      float x = static_cast<float>(code) * sh.row_scale[a] * sh.col_scale[j];
-      for (int h = 0; h < rv.r; ++h) x = fmaf(sh.kf[h][a], sh.vf[h][j], x);
-      sh.S[a * kPitch + j] = x * sh.misc[a];
-    }
-  }
-  __syncthreads();
-  if (n == 0) return;
-  // Records: S += sum_rec ka[rec] u[rec]^T, an 8 x 8 register tile per thread.
-  const int a0 = (t / 16) * 8, j0 = (t % 16) * 8;
+  __syncthreads();  // raw staging (in S) fully consumed
+  const int a0 = TileRow(), j0 = TileCol();
   float acc[8][8];
+  {
+    float sk[8], cf[8];
+    Load8(sh.row_scale + a0, sk);
+    Load8(sh.col_scale + j0, cf);
 #pragma unroll
-  for (int x = 0; x < 8; ++x) {
+    for (int y = 0; y < 8; ++y) {
+      const uint2 c8 = *reinterpret_cast<const uint2*>(sh.codes + (j0 + y) * kD + a0);
 #pragma unroll
-    for (int y = 0; y < 8; ++y) acc[x][y] = sh.S[(a0 + x) * kPitch + j0 + y];
+      for (int x = 0; x < 8; ++x) {
+        const int code = static_cast<int8_t>(((x < 4 ? c8.x : c8.y) >> (8 * (x % 4))) & 0xffu);
+        acc[x][y] = static_cast<float>(code) * sk[x] * cf[y];
+      }
+    }
   }
-  for (int rec = 0; rec < n; ++rec) {
-    float ka[8], u[8];
-#pragma unroll
-    for (int x = 0; x < 8; ++x) ka[x] = sh.rec_ka[rec][a0 + x];
-#pragma unroll
-    for (int y = 0; y < 8; ++y) u[y] = sh.rec_u[rec][j0 + y];
+  for (int h = 0; h < rv.r; ++h) {
+    float kv[8], vv[8];
+    Load8(sh.kf[h] + a0, kv);
+    Load8(sh.vf[h] + j0, vv);
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
 #pragma unroll
-      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(ka[x], u[y], acc[x][y]);
+      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], vv[y], acc[x][y]);
+    }
+  }
+  {
+    float d[8];
+    Load8(sh.decay + a0, d);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+#pragma unroll
+      for (int y = 0; y < 8; ++y) acc[x][y] *= d[x];
+    }
+  }
+  const float* ka = RecKa(sh);
+  const float* u = RecU(sh, rv.p);
+  for (int rec = 0; rec < n; ++rec) {
+    float kv[8], uv[8];
+    Load8(ka + rec * kD + a0, kv);
+    Load8(u + rec * kD + j0, uv);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+#pragma unroll
+      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], uv[y], acc[x][y]);
     }
   }
 #pragma unroll
@@ -181,53 +201,68 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
   __syncthreads();
 }
 
-// Encodes S (destroyed: becomes the scaled residual) into the region's payload; resets the
-// window (n = 0, G = 0).
-__device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv, bool kda) {
+// out[h][row] = sum over the other index of S times in[.][h] (h < r), two threads per row.
+// by_row: out[h][a] = sum_j S[a][j] in[j][h] (in given as [j][kMaxRank] when in_jh, else [h][j]);
+// otherwise out[h][j] = sum_a S[a][j] in[h][a].
+template <bool kByRow, bool kInJH, int kR>
+__device__ void MatVec(const Shared& sh, const float* in, float (*out)[kD], int r) {
+  const int t = threadIdx.x, row = t / 2, half = t % 2;
+  float acc[kR] = {};
+#pragma unroll 4
+  for (int i = half * (kD / 2); i < (half + 1) * (kD / 2); ++i) {
+    const float s = kByRow ? sh.S[row * kPitch + i] : sh.S[i * kPitch + row];
+#pragma unroll
+    for (int h = 0; h < kR; ++h) {
+      if (h < r) acc[h] = fmaf(s, kInJH ? in[i * kMaxRank + h] : in[h * kD + i], acc[h]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < kR; ++h) {
+    acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], 1);
+    if (h < r && half == 0) out[h][row] = acc[h];
+  }
+}
+
+// The default rank (4) gets its own instantiation: predicated-off lanes of the generic one
+// still cost issue slots.
+template <bool kByRow, bool kInJH>
+__device__ void MatVecAnyRank(const Shared& sh, const float* in, float (*out)[kD], int r) {
+  if (r == 4) {
+    MatVec<kByRow, kInJH, 4>(sh, in, out, 4);
+  } else {
+    MatVec<kByRow, kInJH, kMaxRank>(sh, in, out, r);
+  }
+}
+
+// x / s for a positive scale s: a reciprocal multiply when 1 / s is a normal float (it may
+// differ from the division in the last bit, which moves a code only at an exact rounding tie),
+// the division otherwise (subnormal scales, where 1 / s overflows).
+struct Divider {
+  float s, inv;
+  bool exact;
+  __device__ explicit Divider(float scale) : s(scale), inv(1.0f / scale), exact(scale < 1.1754944e-38f || scale > 8.5e37f) {}
+  __device__ float operator()(float x) const { return exact ? x / s : x * inv; }
+};
+
+// Encodes S (destroyed) into the region's payload and resets the window (n = 0, G = 0).
+__device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int r = rv.r;
+  const int a0 = TileRow(), j0 = TileCol();
   if (r > 0) {
-    for (int i = t; i < r * kD; i += kThreads) sh.om[i / kD][i % kD] = CompensatorStartDevice(i % kD, i / kD);
-    __syncthreads();
-    // Y[h][a] = sum_j S[a][j] Omega[j][h]  (thread per row a)
-    if (t < kD) {
-      float acc[kMaxRank] = {};
-      for (int j = 0; j < kD; ++j) {
-        const float s = sh.S[t * kPitch + j];
-#pragma unroll
-        for (int h = 0; h < kMaxRank; ++h) if (h < r) acc[h] = fmaf(s, sh.om[h][j], acc[h]);
-      }
-#pragma unroll
-      for (int h = 0; h < kMaxRank; ++h) if (h < r) sh.kf[h][t] = acc[h];
+    for (int i = t; i < kD * kMaxRank; i += kThreads) {
+      sh.om[i / kMaxRank][i % kMaxRank] = CompensatorStartDevice(i / kMaxRank, i % kMaxRank);
     }
+    __syncthreads();
+    MatVecAnyRank<true, true>(sh, &sh.om[0][0], sh.kf, r);  // Y = S Omega
     __syncthreads();
     if (warp == 0) Orthonormalize(sh.kf, r, lane);
     __syncthreads();
-    // Z[h][j] = sum_a S[a][j] Qk[a][h]  (thread per column j)
-    if (t < kD) {
-      float acc[kMaxRank] = {};
-      for (int a = 0; a < kD; ++a) {
-        const float s = sh.S[a * kPitch + t];
-#pragma unroll
-        for (int h = 0; h < kMaxRank; ++h) if (h < r) acc[h] = fmaf(s, sh.kf[h][a], acc[h]);
-      }
-#pragma unroll
-      for (int h = 0; h < kMaxRank; ++h) if (h < r) sh.vf[h][t] = acc[h];
-    }
+    MatVecAnyRank<false, false>(sh, &sh.kf[0][0], sh.vf, r);  // Z = S^T Qk
     __syncthreads();
     if (warp == 0) Orthonormalize(sh.vf, r, lane);
     __syncthreads();
-    // K[h][a] = sum_j S[a][j] Qv[j][h]
-    if (t < kD) {
-      float acc[kMaxRank] = {};
-      for (int j = 0; j < kD; ++j) {
-        const float s = sh.S[t * kPitch + j];
-#pragma unroll
-        for (int h = 0; h < kMaxRank; ++h) if (h < r) acc[h] = fmaf(s, sh.vf[h][j], acc[h]);
-      }
-#pragma unroll
-      for (int h = 0; h < kMaxRank; ++h) if (h < r) sh.kf[h][t] = acc[h];
-    }
+    MatVecAnyRank<true, false>(sh, &sh.vf[0][0], sh.kf, r);  // K = S Qv
     __syncthreads();
     // Balance each pair by 2^floor(log2(||K_h||) / 2), round to fp16, zero it if not finite.
     __half* comp = reinterpret_cast<__half*>(region + rv.comp);
@@ -261,54 +296,84 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv, bo
       }
     }
     __syncthreads();
-    // Residual against the fp16 factors: E = S - sum_h K~_h U~_h^T.
-    for (int i = t; i < kD * kD; i += kThreads) {
-      const int a = i / kD, j = i % kD;
-      float c = 0.0f;
-      for (int h = 0; h < r; ++h) c = fmaf(sh.kf[h][a], sh.vf[h][j], c);
-      sh.S[a * kPitch + j] -= c;
-    }
-    __syncthreads();
   }
-  // Row smoothing scale (thread per row), then t = E / s_k in place.
-  if (t < kD) {
-    float s = 1.0f;
-    if (rv.smoothing) {
-      float sum = 0.0f;
-      for (int j = 0; j < kD; ++j) sum += fabsf(sh.S[t * kPitch + j]);
-      s = fmaxf(sqrtf(sum / static_cast<float>(kD)), kScaleFloor);
-      reinterpret_cast<float*>(region + rv.row_scale)[t] = s;
+  // Residual against the fp16 factors, E = S - sum_h K~_h U~_h^T, in this thread's tile: the
+  // compensator sum first (as the reference), then one subtraction per element.
+  float e[8][8] = {};
+  for (int h = 0; h < r; ++h) {
+    float kv[8], vv[8];
+    Load8(sh.kf[h] + a0, kv);
+    Load8(sh.vf[h] + j0, vv);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+#pragma unroll
+      for (int y = 0; y < 8; ++y) e[x][y] = fmaf(kv[x], vv[y], e[x][y]);
     }
-    for (int j = 0; j < kD; ++j) sh.S[t * kPitch + j] = sh.S[t * kPitch + j] / s;
+  }
+#pragma unroll
+  for (int x = 0; x < 8; ++x) {
+#pragma unroll
+    for (int y = 0; y < 8; ++y) e[x][y] = sh.S[(a0 + x) * kPitch + j0 + y] - e[x][y];
+  }
+  // Row smoothing scale: 16 threads share a row block; partial sums of |E| over the tile's
+  // columns, combined across those 16 lanes.
+  if (t < kD) sh.col_max[t] = 0;
+  float sk[8];
+#pragma unroll
+  for (int x = 0; x < 8; ++x) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int y = 0; y < 8; ++y) sum += fabsf(e[x][y]);
+    sum = GroupSum<16>(sum);
+    sk[x] = rv.smoothing ? fmaxf(sqrtf(sum / static_cast<float>(kD)), kScaleFloor) : 1.0f;
+  }
+  if (rv.smoothing && (t % 16) == 0) {
+#pragma unroll
+    for (int x = 0; x < 8; ++x) reinterpret_cast<float*>(region + rv.row_scale)[a0 + x] = sk[x];
+  }
+  __syncthreads();  // col_max cleared
+  const Divider div_k[8] = {Divider(sk[0]), Divider(sk[1]), Divider(sk[2]), Divider(sk[3]),
+                            Divider(sk[4]), Divider(sk[5]), Divider(sk[6]), Divider(sk[7])};
+  // t = E / s_k, then the column maxima (non-negative floats order like their bit patterns).
+#pragma unroll
+  for (int y = 0; y < 8; ++y) {
+    float m = 0.0f;
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+      e[x][y] = div_k[x](e[x][y]);
+      m = fmaxf(m, fabsf(e[x][y]));
+    }
+    atomicMax(&sh.col_max[j0 + y], __float_as_int(m));
   }
   __syncthreads();
-  // Column scale (thread per column).
   if (t < kD) {
-    float m = 0.0f;
-    for (int a = 0; a < kD; ++a) m = fmaxf(m, fabsf(sh.S[a * kPitch + t]));
-    m = fmaxf(m, kScaleFloor);
+    const float m = fmaxf(__int_as_float(sh.col_max[t]), kScaleFloor);
     reinterpret_cast<float*>(region + rv.col_scale)[t] = m;
     sh.col_scale[t] = m;
   }
   __syncthreads();
-  // Codes: one warp per value row j, lane packs 4 consecutive keys into one 32-bit store.
-  uint32_t* codes = reinterpret_cast<uint32_t*>(region + rv.codes);
-  for (int j = warp; j < kD; j += kThreads / 32) {
-    const float s_v = sh.col_scale[j];
-    uint32_t word = 0;
+  // Codes, staged in shared memory as [j][a] and written out with 16-byte stores.
+  {
+    float sv[8];
+    Load8(sh.col_scale + j0, sv);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int a = 4 * lane + i;
-      int c = __float2int_rn(127.0f * (sh.S[a * kPitch + j] / s_v));
-      c = max(-127, min(127, c));
-      word |= (static_cast<uint32_t>(c) & 0xffu) << (8 * i);
+    for (int y = 0; y < 8; ++y) {
+      const Divider div_v(sv[y]);
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        const int c = max(-127, min(127, __float2int_rn(127.0f * div_v(e[x][y]))));
+        (x < 4 ? lo : hi) |= (static_cast<uint32_t>(c) & 0xffu) << (8 * (x % 4));
+      }
+      *reinterpret_cast<uint2*>(sh.codes + (j0 + y) * kD + a0) = make_uint2(lo, hi);
     }
-    codes[j * (kD / 4) + lane] = word;
   }
-  // Reset the window.
+  __syncthreads();
+  for (int i = t; i < kD * kD / 16; i += kThreads) {
+    reinterpret_cast<uint4*>(region + rv.codes)[i] = reinterpret_cast<const uint4*>(sh.codes)[i];
+  }
   if (t < rv.gate) reinterpret_cast<float*>(region + rv.window + 16)[t] = 0.0f;
   if (t == 0) *reinterpret_cast<int32_t*>(region + rv.window) = 0;
-  (void)kda;
 }
 
 struct RegionArgs {
@@ -329,19 +394,45 @@ __device__ __forceinline__ uint8_t* RegionOf(const RegionArgs& a, int* slot_out)
   return a.pool + (static_cast<size_t>(slot) * a.rv.num_heads + h) * a.rv.region_bytes;
 }
 
-__global__ void __launch_bounds__(kThreads) RefitKernel(RegionArgs a) {
+// Persistent: CTA c owns the (request, head) items c, c + G, c + 2G, ... (G = gridDim.x), so
+// the heads of one request, which fall due together, spread over all CTAs. The CTA reads the
+// record counts of 256 of its items at once, compacts the due ones, and refits them in turn:
+// a launch with nothing due costs one read per head.
+__global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
-  int slot;
-  uint8_t* region = RegionOf(a, &slot);
-  if (region == nullptr) return;
-  if (*reinterpret_cast<const int32_t*>(region + a.rv.window) < a.rv.p) return;  // not due
-  Reconstruct(sh, region, a.rv, a.kda);
-  EncodeInto(sh, region, a.rv, a.kda);
+  __shared__ int s_due[kThreads];
+  __shared__ int s_count;
+  const int total = a.batch * a.rv.num_heads;
+  const int stride = static_cast<int>(gridDim.x);
+  auto region_of = [&](int item) -> uint8_t* {
+    const int slot = a.slot[item / a.rv.num_heads];
+    if (slot < 0 || slot >= a.rv.num_slots) return nullptr;
+    return a.pool + (static_cast<size_t>(slot) * a.rv.num_heads + item % a.rv.num_heads) * a.rv.region_bytes;
+  };
+  for (int k0 = 0; static_cast<int>(blockIdx.x) + k0 * stride < total; k0 += kThreads) {
+    if (threadIdx.x == 0) s_count = 0;
+    __syncthreads();
+    const int item = static_cast<int>(blockIdx.x) + (k0 + static_cast<int>(threadIdx.x)) * stride;
+    if (item < total) {
+      const uint8_t* region = region_of(item);
+      if (region != nullptr && *reinterpret_cast<const int32_t*>(region + a.rv.window) >= a.rv.p) {
+        s_due[atomicAdd(&s_count, 1)] = item;
+      }
+    }
+    __syncthreads();
+    const int count = s_count;
+    for (int i = 0; i < count; ++i) {
+      uint8_t* region = region_of(s_due[i]);
+      Reconstruct(sh, region, a.rv, a.kda);
+      EncodeInto(sh, region, a.rv);
+      __syncthreads();  // the next item's staging overwrites what this one read last
+    }
+  }
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) EncodeKernel(RegionArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) EncodeKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   int slot;
@@ -363,11 +454,11 @@ __global__ void __launch_bounds__(kThreads) EncodeKernel(RegionArgs a) {
     }
   }
   __syncthreads();
-  EncodeInto(sh, region, a.rv, a.kda);
+  EncodeInto(sh, region, a.rv);
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) DecodeKernel(RegionArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) DecodeKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   int slot;
@@ -386,9 +477,9 @@ __global__ void __launch_bounds__(kThreads) DecodeKernel(RegionArgs a) {
 
 }  // namespace
 
-Status ValidatePoolLayout(const PoolLayout& l, const void* pool);
 
 namespace {
+
 
 Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int32_t* slot,
                            int batch) {
@@ -397,11 +488,11 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
   if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
   static const Status attr = CudaStatus(
       [] {
-        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Shared));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Shared));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Shared));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Shared));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Shared));
+        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
         return e;
       }(),
       "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
@@ -425,7 +516,9 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
   if (batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), batch, slot, pool, nullptr, 0,
                layout.spec.kind == StateKind::kKda};
-  RefitKernel<<<batch * layout.num_heads, kThreads, sizeof(Shared), stream>>>(a);
+  // One CTA per resident slot (two per SM), never more than there are heads.
+  const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
+  RefitKernel<<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }
@@ -439,9 +532,9 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
   if (p.dtype == DType::kBf16) {
-    EncodeKernel<__nv_bfloat16><<<grid, kThreads, sizeof(Shared), stream>>>(a);
+    EncodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
   } else {
-    EncodeKernel<float><<<grid, kThreads, sizeof(Shared), stream>>>(a);
+    EncodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
@@ -456,9 +549,9 @@ Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
   if (p.dtype == DType::kBf16) {
-    DecodeKernel<__nv_bfloat16><<<grid, kThreads, sizeof(Shared), stream>>>(a);
+    DecodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
   } else {
-    DecodeKernel<float><<<grid, kThreads, sizeof(Shared), stream>>>(a);
+    DecodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

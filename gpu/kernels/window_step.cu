@@ -15,6 +15,7 @@
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"
+#include "gpu/kernels/launch_support.h"
 #include "gpu/kernels/region.cuh"
 
 namespace leapcache::kernels {
@@ -247,8 +248,6 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
 
 }  // namespace
 
-Status ValidateStepParams(const StepParams& p, int dk);
-Status ValidatePoolLayout(const PoolLayout& l, const void* pool);
 
 Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
                         cudaStream_t stream) {

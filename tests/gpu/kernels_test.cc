@@ -51,6 +51,48 @@ struct Rng {
 
 uint64_t FreshSeed() { return std::random_device{}(); }
 
+double RelL2(const float* x, const std::vector<double>& ref) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    e += (x[i] - ref[i]) * (x[i] - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  return std::sqrt(e / r);
+}
+
+// reference::RecurrentStep in double precision, S [dk][dv].
+void RecurrentStep64(StateKind kind, const StepOptions& opts, const StepInput& in,
+                     std::vector<double>& S, std::vector<double>& o) {
+  std::vector<double> q(in.q, in.q + kD), k(in.k, in.k + kD), u(kD, 0.0);
+  if (opts.l2norm_qk) {
+    double qs = 0, ks = 0;
+    for (int a = 0; a < kD; ++a) {
+      qs += q[a] * q[a];
+      ks += k[a] * k[a];
+    }
+    for (int a = 0; a < kD; ++a) {
+      q[a] /= std::sqrt(qs + 1e-6);
+      k[a] /= std::sqrt(ks + 1e-6);
+    }
+  }
+  for (double& x : q) x *= opts.scale;
+  for (int a = 0; a < kD; ++a) {
+    const double d = std::exp(double(kind == StateKind::kGdn ? in.g[0] : in.g[a]));
+    for (int j = 0; j < kD; ++j) S[a * kD + j] *= d;
+  }
+  for (int a = 0; a < kD; ++a) {
+    for (int j = 0; j < kD; ++j) u[j] += S[a * kD + j] * k[a];
+  }
+  for (int j = 0; j < kD; ++j) u[j] = in.beta * (in.v[j] - u[j]);
+  std::fill(o.begin(), o.end(), 0.0);
+  for (int a = 0; a < kD; ++a) {
+    for (int j = 0; j < kD; ++j) {
+      S[a * kD + j] += k[a] * u[j];
+      o[j] += S[a * kD + j] * q[a];
+    }
+  }
+}
+
 // One batch of step inputs on the host (values as the kernel sees them) and on the device.
 struct StepBatch {
   StepBatch(int batch, int heads, StateKind kind, DType dtype)
@@ -187,9 +229,16 @@ TEST_P(Fp32StepTest, MatchesReferenceRecurrence) {
           got[a * kD + j] = out_pool[base + j * kD + a];
         }
       }
+      // The fp64 recurrence is the truth both fp32 sides are measured against: on
+      // unnormalised inputs u = beta (v - S^T k) cancels, and two fp32 summation orders may
+      // then differ by more than 1e-5 while being equally accurate.
+      std::vector<double> S64(S.begin(), S.end()), o64(kD);
+      RecurrentStep64(c.kind, opts, s.Input(b, h), S64, o64);
       reference::RecurrentStep(c.kind, kD, kD, opts, s.Input(b, h), S.data(), o_ref.data());
-      EXPECT_LT(RelL2(ob, o_ref.data(), kD), 1e-5) << "b " << b << " h " << h;
-      EXPECT_LT(RelL2(got.data(), S.data(), S.size()), 1e-5) << "b " << b << " h " << h;
+      const double cpu_o = RelL2(o_ref.data(), o64), cpu_s = RelL2(S.data(), S64);
+      EXPECT_LT(RelL2(ob, o64), std::max(1e-5, 2 * cpu_o)) << "b " << b << " h " << h;
+      EXPECT_LT(RelL2(got.data(), S64), std::max(1e-5, 2 * cpu_s)) << "b " << b << " h " << h;
+      EXPECT_LT(RelL2(ob, o_ref.data(), kD), 1e-4) << "b " << b << " h " << h;
     }
   }
   for (int sl = 0; sl < num_slots; ++sl) {
@@ -307,7 +356,9 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
           << "state, b " << b << " h " << h << " refit " << refit;
     }
   }
-  if (c.all_due) EXPECT_EQ(refits, (batch - 1) * heads);
+  if (c.all_due) {
+    EXPECT_EQ(refits, (batch - 1) * heads);
+  }
   for (int sl = 0; sl < num_slots; ++sl) {
     if (used[sl]) continue;
     const size_t off = layout->region_offset(sl, 0);

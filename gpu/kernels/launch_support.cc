@@ -1,8 +1,11 @@
-// Host-side argument validation shared by the launchers: every message names the argument.
+// Host-side support shared by the launchers: argument validation (every message names the
+// argument) and device facts.
 #include <cstdint>
 #include <string>
 
-#include "gpu/kernels/kernels.h"
+#include "gpu/kernels/launch_support.h"
+
+#include <cuda_runtime_api.h>
 
 namespace leapcache::kernels {
 
@@ -51,6 +54,16 @@ Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
   }
   if (l.region_bytes % 128 != 0) return InvalidArgumentError("pool region size must be a multiple of 128");
   return OkStatus();
+}
+
+int SmCount() {
+  static const int count = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n > 0 ? n : 1;
+  }();
+  return count;
 }
 
 }  // namespace leapcache::kernels

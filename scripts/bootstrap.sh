@@ -8,6 +8,8 @@ packages=(
   cmake            # 3.25
   ninja-build
   libgtest-dev     # GoogleTest (unit tests)
+  libabsl-dev      # Abseil 20220623 (service: Status, Mutex, containers, time)
+  libssl-dev       # OpenSSL libcrypto (service: SHA-256 block hashes)
 )
 
 sudo=""

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds and runs every test that needs no GPU, twice: an optimised build (all labels except
-# gpu), then an AddressSanitizer + UndefinedBehaviorSanitizer build (also without the long
-# accuracy acceptance run, which the first pass covers).
+# Builds and runs every test that needs no GPU, three times: an optimised build (all labels
+# except gpu), then an AddressSanitizer + UndefinedBehaviorSanitizer build (also without the long
+# accuracy acceptance run, which the first pass covers), then a ThreadSanitizer build of only the
+# cache core's tests (label core; TSan needs everything instrumented, and the core is where the
+# concurrency is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -14,3 +16,8 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_
   -DLEAPCACHE_CUDA=OFF
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan -LE 'gpu|accuracy' --output-on-failure -j "$jobs"
+
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_TSAN=ON \
+  -DLEAPCACHE_CUDA=OFF
+cmake --build build-tsan -j "$jobs" --target leapcache_core_tests
+ctest --test-dir build-tsan -L core --output-on-failure -j "$jobs"

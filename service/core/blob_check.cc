@@ -1,0 +1,79 @@
+#include "service/core/blob_check.h"
+
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gpu/crc32c.h"
+#include "gpu/format.h"
+#include "service/core/status_util.h"
+
+namespace leapcache::core {
+namespace {
+
+// The spec a blob's header declares, if the header itself is intact (magic and header CRC).
+std::optional<BlobSpec> PeekSpec(std::span<const uint8_t> blob) {
+  if (blob.size() < kHeaderBytes) return std::nullopt;
+  const uint8_t* h = blob.data();
+  if (LoadU32(h + header::kMagic) != kBlobMagic ||
+      LoadU32(h + header::kHeaderCrc) != Crc32c(h, header::kHeaderCrc)) {
+    return std::nullopt;
+  }
+  BlobSpec s;
+  s.codec = static_cast<Codec>(h[header::kCodec]);
+  s.kind = static_cast<StateKind>(h[header::kKind]);
+  s.bits = h[header::kBits];
+  s.p = h[header::kWindow];
+  s.r = h[header::kRank];
+  s.smoothing = (LoadU16(h + header::kFlags) & kFlagSmoothing) != 0;
+  s.dk = LoadU16(h + header::kDk);
+  s.dv = LoadU16(h + header::kDv);
+  return s;
+}
+
+}  // namespace
+
+absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
+                           const Placement& placement, HeadRange heads, uint32_t expected_crc) {
+  std::vector<uint8_t> scratch;  // only for tiers that are not host-addressable
+  const auto blob_at = [&](size_t i) -> absl::StatusOr<std::span<const uint8_t>> {
+    const PageId page = placement.PageOf(i);
+    const size_t offset = placement.OffsetOf(i);
+    if (const uint8_t* base = tier.HostAddress(page); base != nullptr) {
+      return std::span<const uint8_t>(base + offset, placement.blob_bytes);
+    }
+    scratch.resize(placement.blob_bytes);
+    LC_RETURN_IF_ERROR(tier.CopyOut(page, offset, scratch));
+    return std::span<const uint8_t>(scratch);
+  };
+  const auto where = [&](size_t i) {
+    return absl::StrCat("blob (layer ", i / heads.size(), ", head ",
+                        heads.begin + static_cast<int>(i % heads.size()), ")");
+  };
+
+  uint32_t crc = 0;
+  for (size_t i = 0; i < placement.blobs; ++i) {
+    LC_ASSIGN_OR_RETURN(std::span<const uint8_t> blob, blob_at(i));
+    crc = Crc32cExtend(crc, blob.data(), blob.size());
+  }
+  if (crc != expected_crc) {
+    return absl::DataLossError(absl::StrFormat(
+        "checksum mismatch: the %d uploaded bytes have CRC-32C 0x%08x, the commit says 0x%08x",
+        placement.blobs * placement.blob_bytes, crc, expected_crc));
+  }
+  for (size_t i = 0; i < placement.blobs; ++i) {
+    LC_ASSIGN_OR_RETURN(std::span<const uint8_t> blob, blob_at(i));
+    if (std::optional<BlobSpec> declared = PeekSpec(blob);
+        declared.has_value() && !SameBlobSpec(*declared, ns.spec.format)) {
+      return absl::InvalidArgumentError(absl::StrCat(where(i), " is ", declared->ToString(),
+                                                     "; the namespace stores ",
+                                                     ns.spec.format.ToString()));
+    }
+    absl::Status st = FromFormatStatus(ParseBlob(blob).status());
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat(where(i), ": ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace leapcache::core

@@ -1,0 +1,56 @@
+// HostTier: a MemoryTier in host memory. One aligned allocation made at construction, carved into
+// fixed-size pages; nothing is allocated or returned to the OS afterwards.
+//
+// Pages are the allocation unit (see residency_table.h for how blobs are packed into them).
+// Pages are 4 KiB-aligned so the region can later be registered for DMA (cudaHostRegister) as
+// the "pinned host" tier. In ASan builds free pages are poisoned, so a read through a stale span
+// (a lease used after release, a reservation written after its deadline) is reported.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "service/core/memory_tier.h"
+
+namespace leapcache::core {
+
+inline constexpr size_t kHostPageAlignment = 4096;
+
+class HostTier final : public MemoryTier {
+ public:
+  // capacity = floor(budget_bytes / page_bytes) pages. INVALID_ARGUMENT if page_bytes is not a
+  // positive multiple of kHostPageAlignment, the budget holds no page, or more than 2^32 - 1
+  // pages; RESOURCE_EXHAUSTED if the host cannot provide the memory.
+  static absl::StatusOr<std::unique_ptr<HostTier>> Create(std::string name, size_t budget_bytes,
+                                                          size_t page_bytes);
+  ~HostTier() override;
+
+  const std::string& name() const override { return name_; }
+  size_t page_bytes() const override { return page_bytes_; }
+  size_t capacity_pages() const override { return capacity_pages_; }
+  size_t used_pages() const override;
+  absl::Status Allocate(size_t n, std::vector<PageId>* pages) override;
+  void Free(std::span<const PageId> pages) override;
+  absl::Status CopyIn(PageId page, size_t offset, std::span<const uint8_t> src) override;
+  absl::Status CopyOut(PageId page, size_t offset, std::span<uint8_t> dst) const override;
+  uint8_t* HostAddress(PageId page) const override;
+
+ private:
+  HostTier(std::string name, uint8_t* base, size_t page_bytes, size_t capacity_pages);
+  absl::Status CheckRange(PageId page, size_t offset, size_t n) const;
+
+  const std::string name_;
+  uint8_t* const base_;  // owned; std::aligned_alloc'ed
+  const size_t page_bytes_;
+  const size_t capacity_pages_;
+
+  mutable absl::Mutex mu_;
+  std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);     // LIFO: reuse warm pages first
+  std::vector<bool> allocated_ ABSL_GUARDED_BY(mu_);  // catches double frees
+};
+
+}  // namespace leapcache::core

@@ -1,0 +1,121 @@
+#include "service/core/namespace_registry.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "service/core/lock.h"
+#include "service/core/status_util.h"
+
+namespace leapcache::core {
+namespace {
+
+absl::Status Validate(const NamespaceSpec& s, size_t max_slot_bytes, size_t slot_bytes) {
+  if (s.tenant.empty() || s.tenant.size() > kMaxTenantBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tenant must be 1..", kMaxTenantBytes, " bytes (got ", s.tenant.size(), ")"));
+  }
+  const ModelFingerprint& m = s.model;
+  if (m.linear_layers < 1 || m.linear_layers > kMaxLayers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("linear_layers must be in [1, ", kMaxLayers, "] (got ", m.linear_layers, ")"));
+  }
+  if (m.total_heads < 1 || m.total_heads > kMaxTotalHeads) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("total_heads must be in [1, ", kMaxTotalHeads, "] (got ", m.total_heads, ")"));
+  }
+  if (absl::Status st = FromFormatStatus(ValidateSpec(s.format)); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("format: ", st.message()));
+  }
+  if (s.format.dk != m.dk || s.format.dv != m.dv) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("format is dk=", s.format.dk, " dv=", s.format.dv,
+                     " but the model's state is dk=", m.dk, " dv=", m.dv));
+  }
+  if (s.format.kind != m.kind) {
+    return absl::InvalidArgumentError(absl::StrCat("format kind ", StateKindName(s.format.kind),
+                                                   " differs from the model's kind ",
+                                                   StateKindName(m.kind)));
+  }
+  if (!std::isfinite(s.flops_per_token) || s.flops_per_token < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flops_per_token must be finite and >= 0 (got ", s.flops_per_token, ")"));
+  }
+  if (slot_bytes > max_slot_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", s.format.ToString(), " blob takes ",
+                                                   slot_bytes, " bytes, more than a page (",
+                                                   max_slot_bytes, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+// Length-prefixed tenant, then every identity field: distinct specs give distinct keys.
+std::string IdentityKey(const NamespaceSpec& s) {
+  const BlobSpec& f = s.format;
+  return absl::StrCat(s.tenant.size(), ":", s.tenant, "|", s.model.linear_layers, ",",
+                      s.model.total_heads, ",", s.model.dk, ",", s.model.dv, ",",
+                      static_cast<int>(s.model.kind), "|", static_cast<int>(f.codec), ",",
+                      static_cast<int>(f.kind), ",", f.dk, ",", f.dv, ",", f.bits, ",", f.p, ",",
+                      f.r, ",", f.smoothing ? 1 : 0);
+}
+
+}  // namespace
+
+std::string FormatLabel(const BlobSpec& spec) {
+  return IsIntegerCodec(spec.codec) ? absl::StrCat(CodecName(spec.codec), spec.bits)
+                                    : std::string(CodecName(spec.codec));
+}
+
+bool SameBlobSpec(const BlobSpec& a, const BlobSpec& b) {
+  return a.kind == b.kind && a.dk == b.dk && a.dv == b.dv && a.codec == b.codec &&
+         a.bits == b.bits && a.p == b.p && a.r == b.r && a.smoothing == b.smoothing;
+}
+
+absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spec) {
+  // The layout is only defined for a valid format, so validate that part before computing it.
+  size_t blob_bytes = 0;
+  size_t slot_bytes = 0;
+  if (ValidateSpec(spec.format).ok()) {
+    blob_bytes = ComputeLayout(spec.format).blob_bytes();
+    slot_bytes = (blob_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+  }
+  LC_RETURN_IF_ERROR(Validate(spec, max_slot_bytes_, slot_bytes));
+  std::string key = IdentityKey(spec);
+
+  WriterLock lock(&mu_);
+  if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+  if (infos_.size() >= kMaxNamespaces) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("at most ", kMaxNamespaces, " namespaces can be registered"));
+  }
+  auto info = std::make_unique<NamespaceInfo>();
+  info->id = static_cast<NamespaceId>(infos_.size() + 1);
+  info->spec = spec;
+  info->format_label = FormatLabel(spec.format);
+  info->blob_bytes = blob_bytes;
+  info->slot_bytes = slot_bytes;
+  info->fp32_bytes_per_blob = 4ull * spec.model.dk * spec.model.dv;
+  info->flops_per_token =
+      spec.flops_per_token > 0
+          ? spec.flops_per_token
+          : 8.0 * spec.model.dk * spec.model.dv * spec.model.total_heads * spec.model.linear_layers;
+  const NamespaceId id = info->id;
+  infos_.push_back(std::move(info));
+  ids_.emplace(std::move(key), id);
+  return id;
+}
+
+absl::StatusOr<const NamespaceInfo*> NamespaceRegistry::Find(NamespaceId id) const {
+  ReaderLock lock(&mu_);
+  if (id == 0 || id > infos_.size()) {
+    return absl::NotFoundError(absl::StrCat("unknown namespace ", id));
+  }
+  return infos_[id - 1].get();
+}
+
+size_t NamespaceRegistry::size() const {
+  ReaderLock lock(&mu_);
+  return infos_.size();
+}
+
+}  // namespace leapcache::core

@@ -1,0 +1,108 @@
+// Namespaces: who a checkpoint belongs to and what its bytes mean.
+//
+// A namespace is (tenant, model fingerprint, storage format). Every key lives in exactly one
+// namespace and never matches across namespaces: the same prompt under another tenant, another
+// model or another format is a different checkpoint. Registering an identical spec again returns
+// the same id (idempotent), so every engine replica can register at start-up. Namespaces are
+// never removed; ids are stable for the registry's lifetime. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "gpu/format.h"
+#include "service/core/types.h"
+
+namespace leapcache::core {
+
+inline constexpr size_t kMaxTenantBytes = 256;
+inline constexpr int kMaxLayers = 1024;      // largest hybrid models have < 100 linear layers
+inline constexpr int kMaxTotalHeads = 1024;  // per layer, across all TP ranks
+inline constexpr size_t kMaxNamespaces = 1 << 16;
+// Every stored blob starts on this boundary inside a page: a cache line, and more than the
+// 16 bytes the vectorized decode kernels load at once.
+inline constexpr size_t kSlotAlignment = 64;
+
+// The model-side identity of a namespace: what a state of one (layer, head) is.
+struct ModelFingerprint {
+  int linear_layers = 0;  // layers with a recurrent state (GDN/KDA), not the attention layers
+  int total_heads = 0;    // state heads per layer, all tensor-parallel ranks together
+  int dk = 0;
+  int dv = 0;
+  StateKind kind = StateKind::kGdn;
+};
+
+struct NamespaceSpec {
+  std::string tenant;
+  ModelFingerprint model;
+  // How every blob of the namespace is stored; its dk, dv, kind must equal the model's.
+  BlobSpec format;
+  // Not part of the identity: a hint for the state-aware eviction policy, the whole model's
+  // prefill FLOPs per token (attention and MLP included, e.g. 2 x parameters). 0 means unknown,
+  // in which case the linear layers' own cost is used (a lower bound, see NamespaceInfo). The
+  // first registration's hint is kept.
+  double flops_per_token = 0;
+};
+
+// Everything the store derives from a spec once, at registration.
+struct NamespaceInfo {
+  NamespaceId id = 0;
+  NamespaceSpec spec;
+  std::string format_label;          // metrics label: "leap8", "int-row4", "fp32", ...
+  size_t blob_bytes = 0;             // ComputeLayout(format).blob_bytes()
+  size_t slot_bytes = 0;             // blob_bytes rounded up to kSlotAlignment
+  uint64_t fp32_bytes_per_blob = 0;  // dk * dv * 4: what an engine keeps per (layer, head)
+  // spec.flops_per_token if given, else 8 * dk * dv * total_heads * linear_layers: per head and
+  // token the delta rule reads S^T k, adds k u^T, decays S and reads out S^T q, ~8 dk dv FLOPs.
+  double flops_per_token = 0;
+  // Blobs of a checkpoint's head range (all layers).
+  size_t Blobs(HeadRange heads) const {
+    return static_cast<size_t>(spec.model.linear_layers) * static_cast<size_t>(heads.size());
+  }
+  // Bytes of a complete checkpoint (every layer and head), the denominator of the state-aware
+  // policy's value: compressed formats save the same compute in fewer bytes.
+  double CheckpointBytes() const {
+    return static_cast<double>(blob_bytes) * spec.model.linear_layers * spec.model.total_heads;
+  }
+};
+
+// "leap8", "int-col6", "fp32": codec name plus bits for integer codecs.
+std::string FormatLabel(const BlobSpec& spec);
+// Exact equality of every BlobSpec field.
+bool SameBlobSpec(const BlobSpec& a, const BlobSpec& b);
+
+class NamespaceRegistry {
+ public:
+  // `max_slot_bytes`: the smallest page of any memory tier; a blob must fit in one page.
+  explicit NamespaceRegistry(size_t max_slot_bytes) : max_slot_bytes_(max_slot_bytes) {}
+  NamespaceRegistry(const NamespaceRegistry&) = delete;
+  NamespaceRegistry& operator=(const NamespaceRegistry&) = delete;
+
+  // INVALID_ARGUMENT naming the field: empty or too long tenant; layers or heads out of range;
+  // an invalid format; format dk/dv/kind differing from the model's; a negative or non-finite
+  // flops hint; a blob larger than a page. RESOURCE_EXHAUSTED past kMaxNamespaces.
+  absl::StatusOr<NamespaceId> Register(const NamespaceSpec& spec);
+
+  // NOT_FOUND for an id never returned by Register. The pointer stays valid for the registry's
+  // lifetime and its target never changes.
+  absl::StatusOr<const NamespaceInfo*> Find(NamespaceId id) const;
+
+  size_t size() const;
+
+ private:
+  const size_t max_slot_bytes_;
+  mutable absl::Mutex mu_;
+  // Index i holds id i + 1. unique_ptr: Find's pointers survive the vector growing.
+  std::vector<std::unique_ptr<const NamespaceInfo>> infos_ ABSL_GUARDED_BY(mu_);
+  // Canonical identity bytes -> id.
+  absl::flat_hash_map<std::string, NamespaceId> ids_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace leapcache::core

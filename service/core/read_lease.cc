@@ -1,0 +1,92 @@
+#include "service/core/read_lease.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/check.h"
+
+namespace leapcache::core {
+
+ReadLease::ReadLease(ResidencyTable* table, uint64_t entry_id, CheckpointKey key, Position position,
+                     HeadRange heads, int layers, size_t blob_bytes,
+                     std::vector<BlobLocation> blobs)
+    : table_(table),
+      entry_id_(entry_id),
+      key_(key),
+      position_(position),
+      heads_(heads),
+      layers_(layers),
+      blob_bytes_(blob_bytes),
+      blobs_(std::move(blobs)) {}
+
+ReadLease::ReadLease(ReadLease&& other) noexcept { *this = std::move(other); }
+
+ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    table_ = std::exchange(other.table_, nullptr);
+    entry_id_ = std::exchange(other.entry_id_, 0);
+    key_ = other.key_;
+    position_ = other.position_;
+    heads_ = other.heads_;
+    layers_ = other.layers_;
+    blob_bytes_ = other.blob_bytes_;
+    blobs_ = std::move(other.blobs_);
+    other.blobs_.clear();
+  }
+  return *this;
+}
+
+void ReadLease::Release() {
+  if (table_ == nullptr) return;
+  blobs_.clear();  // the locations are meaningless once the bytes may move
+  std::exchange(table_, nullptr)->ReleaseLease(entry_id_);
+}
+
+bool ReadLease::host_addressable() const {
+  return valid() && std::all_of(blobs_.begin(), blobs_.end(),
+                                [](const BlobLocation& b) { return b.host != nullptr; });
+}
+
+size_t ReadLease::IndexOf(int layer, int head) const {
+  return static_cast<size_t>(layer) * heads_.size() + (head - heads_.begin);
+}
+
+std::span<const uint8_t> ReadLease::Blob(int layer, int head) const {
+  LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
+           "ReadLease::Blob outside the lease");
+  const BlobLocation& b = blobs_[IndexOf(layer, head)];
+  LC_CHECK(b.host != nullptr, "ReadLease::Blob on memory that is not host-addressable");
+  return {b.host, blob_bytes_};
+}
+
+absl::Status ReadLease::CopyBlob(int layer, int head, std::span<uint8_t> dst) const {
+  if (!valid()) return absl::FailedPreconditionError("lease is released");
+  if (layer < 0 || layer >= layers_ || !heads_.Contains(head)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("(layer ", layer, ", head ", head, ") is outside the lease"));
+  }
+  if (dst.size() != blob_bytes_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("destination is ", dst.size(), " bytes, a blob is ", blob_bytes_));
+  }
+  const BlobLocation& b = blobs_[IndexOf(layer, head)];
+  return b.tier->CopyOut(b.page, b.offset, dst);
+}
+
+absl::Status ReadLease::CopyAll(std::span<uint8_t> dst) const {
+  if (!valid()) return absl::FailedPreconditionError("lease is released");
+  if (dst.size() != total_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("destination is ", dst.size(), " bytes, the lease holds ", total_bytes()));
+  }
+  for (size_t i = 0; i < blobs_.size(); ++i) {
+    const BlobLocation& b = blobs_[i];
+    absl::Status st = b.tier->CopyOut(b.page, b.offset, dst.subspan(i * blob_bytes_, blob_bytes_));
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace leapcache::core

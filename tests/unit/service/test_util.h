@@ -1,0 +1,149 @@
+// Shared helpers of the cache core's tests: small namespaces, real v1 blobs made with the CPU
+// reference encoder, whole-checkpoint byte images, and a one-call put.
+//
+// Blobs are deterministic in (seed, layer, head) and distinct across them, so a test can
+// recompute what any hit must return and compare it byte for byte. Shapes are small
+// (dk = dv = 16 by default) to keep the tests fast, also under sanitizers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpu/crc32c.h"
+#include "gpu/format.h"
+#include "gpu/reference/codec.h"
+#include "service/core/checkpoint_store.h"
+#include "service/core/host_tier.h"
+
+namespace leapcache::core::testing {
+
+inline BlobSpec SmallLeap(StateKind kind = StateKind::kGdn, int d = 16) {
+  return BlobSpec::Leap(kind, 8, d, d);
+}
+
+inline NamespaceSpec SmallSpec(std::string tenant = "tenant-a", int layers = 2, int heads = 4,
+                               BlobSpec format = SmallLeap()) {
+  NamespaceSpec s;
+  s.tenant = std::move(tenant);
+  s.model.linear_layers = layers;
+  s.model.total_heads = heads;
+  s.model.dk = format.dk;
+  s.model.dv = format.dv;
+  s.model.kind = format.kind;
+  s.format = format;
+  return s;
+}
+
+// A distinct synthetic block hash per i (not a SHA-256 chain: the store treats hashes as opaque).
+inline BlockHash HashOf(uint64_t i, uint8_t salt = 0) {
+  BlockHash h{};
+  for (int b = 0; b < 8; ++b) h[b] = static_cast<uint8_t>(i >> (8 * b));
+  h[31] = salt;
+  h[16] = 0xA5;  // never all zero
+  return h;
+}
+
+// One sealed blob of `spec` encoding a Gaussian state drawn from `seed`.
+inline std::vector<uint8_t> MakeBlob(const BlobSpec& spec, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> state(static_cast<size_t>(spec.dk) * spec.dv);
+  for (float& x : state) x = normal(rng);
+  StatusOr<std::vector<uint8_t>> blob = reference::Encode(spec, state.data(), Orientation::kKV);
+  EXPECT_TRUE(blob.ok()) << blob.status().ToString();
+  return blob.ok() ? std::move(blob).value() : std::vector<uint8_t>();
+}
+
+inline uint32_t BlobSeed(uint64_t seed, int layer, int head) {
+  return static_cast<uint32_t>(seed * 1000003u + static_cast<uint64_t>(layer) * 1009u +
+                               static_cast<uint64_t>(head) * 7u + 1u);
+}
+
+// The blobs of `heads` (all layers) in (layer, head) order, concatenated.
+inline std::vector<uint8_t> CheckpointBytes(const NamespaceInfo& ns, uint64_t seed,
+                                            HeadRange heads) {
+  std::vector<uint8_t> out;
+  out.reserve(ns.Blobs(heads) * ns.blob_bytes);
+  for (int layer = 0; layer < ns.spec.model.linear_layers; ++layer) {
+    for (int h = heads.begin; h < heads.end; ++h) {
+      std::vector<uint8_t> b = MakeBlob(ns.spec.format, BlobSeed(seed, layer, h));
+      out.insert(out.end(), b.begin(), b.end());
+    }
+  }
+  return out;
+}
+
+inline uint32_t Crc(std::span<const uint8_t> bytes) { return Crc32c(bytes.data(), bytes.size()); }
+
+inline Position PositionAt(int64_t blocks, int64_t block_tokens = 16) {
+  return Position{blocks * block_tokens, blocks};
+}
+
+// Reserve, Upload in one chunk, Commit with the right checksum.
+inline absl::Status PutBytes(CheckpointStore& store, NamespaceId ns, const BlockHash& hash,
+                             Position position, HeadRange heads, std::span<const uint8_t> bytes) {
+  PutRequest req;
+  req.ns = ns;
+  req.hash = hash;
+  req.position = position;
+  req.heads = heads;
+  absl::StatusOr<Reservation> r = store.Reserve(req);
+  if (!r.ok()) return r.status();
+  if (absl::Status st = store.Upload(r->id, 0, bytes); !st.ok()) return st;
+  return store.Commit(r->id, Crc(bytes));
+}
+
+// Puts the canonical bytes of (seed, heads).
+inline absl::Status PutSeeded(CheckpointStore& store, const NamespaceInfo& ns,
+                              const BlockHash& hash, Position position, HeadRange heads,
+                              uint64_t seed) {
+  std::vector<uint8_t> bytes = CheckpointBytes(ns, seed, heads);
+  return PutBytes(store, ns.id, hash, position, heads, bytes);
+}
+
+// All blobs of a lease, (layer, head) order.
+inline std::vector<uint8_t> LeaseBytes(const ReadLease& lease) {
+  std::vector<uint8_t> out(lease.total_bytes());
+  EXPECT_TRUE(lease.CopyAll(out).ok());
+  return out;
+}
+
+struct TierSpec {
+  std::string name;
+  size_t budget_bytes;
+  size_t page_bytes = 4096;
+};
+
+inline std::unique_ptr<CheckpointStore> MakeStore(std::vector<TierSpec> tiers,
+                                                  StoreOptions options = {},
+                                                  const Clock* clock = nullptr) {
+  std::vector<std::unique_ptr<MemoryTier>> built;
+  for (const TierSpec& t : tiers) {
+    absl::StatusOr<std::unique_ptr<HostTier>> tier =
+        HostTier::Create(t.name, t.budget_bytes, t.page_bytes);
+    EXPECT_TRUE(tier.ok()) << tier.status();
+    built.push_back(std::move(tier).value());
+  }
+  absl::StatusOr<std::unique_ptr<CheckpointStore>> store =
+      CheckpointStore::Create(options, std::move(built), clock);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(store).value();
+}
+
+// Options for deterministic tests: no background reaper thread.
+inline StoreOptions QuietOptions() {
+  StoreOptions o;
+  o.reaper_interval = absl::ZeroDuration();
+  return o;
+}
+
+}  // namespace leapcache::core::testing

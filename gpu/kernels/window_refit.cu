@@ -28,6 +28,9 @@ namespace {
 constexpr int kD = kKernelDim;
 constexpr int kThreads = 256;
 constexpr int kPitch = kD + 1;
+// Code rows are 128 bytes; staged at a 144-byte pitch (16-byte aligned for cp.async) so the
+// 16 rows a warp touches at once spread over 8 banks instead of one.
+constexpr int kCodePitch = kD + 16;
 constexpr float kScaleFloor = 1.40129846432481707e-45f;  // 2^-149, as reference/codec.h
 constexpr float kDependentRatio = 1.0f / 65536.0f;      // as reference/compensators.h
 
@@ -37,16 +40,22 @@ struct Shared {
   float S[kD * kPitch];      // the dense state S[a][j]; raw records are staged here first
   float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
   float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
-  float om[kD][kMaxRank];    // Omega [j][h]
   float row_scale[kD];       // s_k
   float col_scale[kD];       // s_v / q while reconstructing, s_v while encoding
   float decay[kD];           // exp(G[a])
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
-  __align__(16) int8_t codes[kD * kD];  // [j][a]
-  __align__(16) float rec[1];           // ka [p][kD] then u [p][kD] (dynamic tail)
+  __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
+  // Dynamic tail: the records, ka [p][kD] then u [p][kD], while reconstructing; Omega [j][h]
+  // while fitting (the records are consumed by then).
+  __align__(16) float rec[1];
 };
 
-size_t SharedBytes(int p) { return offsetof(Shared, rec) + 2 * sizeof(float) * p * kD; }
+// Two CTAs must fit in an SM's 228 KB (with the static part and the 1 KB the driver reserves
+// per CTA): at p = 16 this is 110 KB.
+size_t SharedBytes(int p) {
+  return offsetof(Shared, rec) + sizeof(float) * std::max(2 * p * kD, kD * kMaxRank);
+}
+__device__ __forceinline__ float* Omega(Shared& sh) { return sh.rec; }
 __device__ __forceinline__ float* RecKa(Shared& sh) { return sh.rec; }
 __device__ __forceinline__ float* RecU(Shared& sh, int p) { return sh.rec + p * kD; }
 
@@ -92,14 +101,18 @@ __device__ void Orthonormalize(float (*X)[kD], int r, int lane) {
   }
 }
 
-// Each thread owns an 8 x 8 tile of S: rows a0 .. a0 + 7, columns j0 .. j0 + 7.
-__device__ __forceinline__ int TileRow() { return (threadIdx.x / 16) * 8; }
-__device__ __forceinline__ int TileCol() { return (threadIdx.x % 16) * 8; }
+// Each thread owns 64 elements of S: rows ta + 16 x and columns tj + 16 y (x, y < 8), with
+// ta = t / 16, tj = t % 16. Strided rather than contiguous: with the row pitch of 129 floats a
+// warp's accesses to one (x, y) then span 17 banks (at most 2-way conflicts), where contiguous
+// 8 x 8 tiles start on multiples of 8 and hit only 4 banks.
+__device__ __forceinline__ int TileRow() { return threadIdx.x / 16; }
+__device__ __forceinline__ int TileCol() { return threadIdx.x % 16; }
 
-__device__ __forceinline__ void Load8(const float* p, float v[8]) {
-  const float4 a = *reinterpret_cast<const float4*>(p), b = *reinterpret_cast<const float4*>(p + 4);
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+__device__ __forceinline__ void Load8Strided(const float* p, float v[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = p[16 * i];
 }
+
 
 // S[a][j] from the region's payload and open window (n records, log-gate G):
 //   S = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~_h[a] U~_h[j]) + sum_rec ka[rec][a] u[rec][j]
@@ -111,7 +124,9 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
   // Stage: codes into sh.codes; raw records (k, u halves; w; G_rec) into the S area.
   unsigned char* raw = reinterpret_cast<unsigned char*>(sh.S);
   const int k_bytes = n * kD * 2, g_bytes = n * rv.gate * 4;
-  BlockCopyAsync(sh.codes, region + rv.codes, kD * kD);
+  for (int c = t; c < kD * kD / 16; c += kThreads) {
+    CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
+  }
   BlockCopyAsync(raw, region + rv.rec_k, k_bytes);
   BlockCopyAsync(raw + k_bytes, region + rv.rec_u, k_bytes);
   BlockCopyAsync(raw + 2 * k_bytes, region + rv.rec_g, g_bytes);
@@ -150,22 +165,21 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
   float acc[8][8];
   {
     float sk[8], cf[8];
-    Load8(sh.row_scale + a0, sk);
-    Load8(sh.col_scale + j0, cf);
+    Load8Strided(sh.row_scale + a0, sk);
+    Load8Strided(sh.col_scale + j0, cf);
 #pragma unroll
     for (int y = 0; y < 8; ++y) {
-      const uint2 c8 = *reinterpret_cast<const uint2*>(sh.codes + (j0 + y) * kD + a0);
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
-        const int code = static_cast<int8_t>(((x < 4 ? c8.x : c8.y) >> (8 * (x % 4))) & 0xffu);
-        acc[x][y] = static_cast<float>(code) * sk[x] * cf[y];
+        const float code = static_cast<float>(sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x]);
+        acc[x][y] = code * sk[x] * cf[y];
       }
     }
   }
   for (int h = 0; h < rv.r; ++h) {
     float kv[8], vv[8];
-    Load8(sh.kf[h] + a0, kv);
-    Load8(sh.vf[h] + j0, vv);
+    Load8Strided(sh.kf[h] + a0, kv);
+    Load8Strided(sh.vf[h] + j0, vv);
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
 #pragma unroll
@@ -174,7 +188,7 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
   }
   {
     float d[8];
-    Load8(sh.decay + a0, d);
+    Load8Strided(sh.decay + a0, d);
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
 #pragma unroll
@@ -185,8 +199,8 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
   const float* u = RecU(sh, rv.p);
   for (int rec = 0; rec < n; ++rec) {
     float kv[8], uv[8];
-    Load8(ka + rec * kD + a0, kv);
-    Load8(u + rec * kD + j0, uv);
+    Load8Strided(ka + rec * kD + a0, kv);
+    Load8Strided(u + rec * kD + j0, uv);
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
 #pragma unroll
@@ -196,7 +210,7 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
 #pragma unroll
   for (int x = 0; x < 8; ++x) {
 #pragma unroll
-    for (int y = 0; y < 8; ++y) sh.S[(a0 + x) * kPitch + j0 + y] = acc[x][y];
+    for (int y = 0; y < 8; ++y) sh.S[(a0 + 16 * x) * kPitch + j0 + 16 * y] = acc[x][y];
   }
   __syncthreads();
 }
@@ -250,11 +264,12 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   const int r = rv.r;
   const int a0 = TileRow(), j0 = TileCol();
   if (r > 0) {
+    float* om = Omega(sh);  // [j][kMaxRank]
     for (int i = t; i < kD * kMaxRank; i += kThreads) {
-      sh.om[i / kMaxRank][i % kMaxRank] = CompensatorStartDevice(i / kMaxRank, i % kMaxRank);
+      om[i] = CompensatorStartDevice(i / kMaxRank, i % kMaxRank);
     }
     __syncthreads();
-    MatVecAnyRank<true, true>(sh, &sh.om[0][0], sh.kf, r);  // Y = S Omega
+    MatVecAnyRank<true, true>(sh, om, sh.kf, r);  // Y = S Omega
     __syncthreads();
     if (warp == 0) Orthonormalize(sh.kf, r, lane);
     __syncthreads();
@@ -302,8 +317,8 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   float e[8][8] = {};
   for (int h = 0; h < r; ++h) {
     float kv[8], vv[8];
-    Load8(sh.kf[h] + a0, kv);
-    Load8(sh.vf[h] + j0, vv);
+    Load8Strided(sh.kf[h] + a0, kv);
+    Load8Strided(sh.vf[h] + j0, vv);
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
 #pragma unroll
@@ -313,7 +328,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
 #pragma unroll
   for (int x = 0; x < 8; ++x) {
 #pragma unroll
-    for (int y = 0; y < 8; ++y) e[x][y] = sh.S[(a0 + x) * kPitch + j0 + y] - e[x][y];
+    for (int y = 0; y < 8; ++y) e[x][y] = sh.S[(a0 + 16 * x) * kPitch + j0 + 16 * y] - e[x][y];
   }
   // Row smoothing scale: 16 threads share a row block; partial sums of |E| over the tile's
   // columns, combined across those 16 lanes.
@@ -329,7 +344,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   }
   if (rv.smoothing && (t % 16) == 0) {
 #pragma unroll
-    for (int x = 0; x < 8; ++x) reinterpret_cast<float*>(region + rv.row_scale)[a0 + x] = sk[x];
+    for (int x = 0; x < 8; ++x) reinterpret_cast<float*>(region + rv.row_scale)[a0 + 16 * x] = sk[x];
   }
   __syncthreads();  // col_max cleared
   const Divider div_k[8] = {Divider(sk[0]), Divider(sk[1]), Divider(sk[2]), Divider(sk[3]),
@@ -343,7 +358,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
       e[x][y] = div_k[x](e[x][y]);
       m = fmaxf(m, fabsf(e[x][y]));
     }
-    atomicMax(&sh.col_max[j0 + y], __float_as_int(m));
+    atomicMax(&sh.col_max[j0 + 16 * y], __float_as_int(m));
   }
   __syncthreads();
   if (t < kD) {
@@ -355,22 +370,21 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   // Codes, staged in shared memory as [j][a] and written out with 16-byte stores.
   {
     float sv[8];
-    Load8(sh.col_scale + j0, sv);
+    Load8Strided(sh.col_scale + j0, sv);
 #pragma unroll
     for (int y = 0; y < 8; ++y) {
       const Divider div_v(sv[y]);
-      uint32_t lo = 0, hi = 0;
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
         const int c = max(-127, min(127, __float2int_rn(127.0f * div_v(e[x][y]))));
-        (x < 4 ? lo : hi) |= (static_cast<uint32_t>(c) & 0xffu) << (8 * (x % 4));
+        sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x] = static_cast<int8_t>(c);
       }
-      *reinterpret_cast<uint2*>(sh.codes + (j0 + y) * kD + a0) = make_uint2(lo, hi);
     }
   }
   __syncthreads();
-  for (int i = t; i < kD * kD / 16; i += kThreads) {
-    reinterpret_cast<uint4*>(region + rv.codes)[i] = reinterpret_cast<const uint4*>(sh.codes)[i];
+  for (int c = t; c < kD * kD / 16; c += kThreads) {
+    reinterpret_cast<uint4*>(region + rv.codes)[c] =
+        *reinterpret_cast<const uint4*>(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16);
   }
   if (t < rv.gate) reinterpret_cast<float*>(region + rv.window + 16)[t] = 0.0f;
   if (t == 0) *reinterpret_cast<int32_t*>(region + rv.window) = 0;

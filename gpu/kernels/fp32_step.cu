@@ -9,6 +9,7 @@
 
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
+#include "gpu/kernels/dispatch.cuh"
 #include "gpu/kernels/kernels.h"
 #include "gpu/kernels/launch_support.h"
 
@@ -144,22 +145,10 @@ Status Fp32DecodeStep(StateKind kind, const StepParams& p, float* pool, int num_
              p.o,     pool,        p.l2norm_qk, p.scale};
   const dim3 grid(heads * splits), block(kThreads);
   const bool kda = kind == StateKind::kKda;
-  const bool bf16_in = p.in_dtype == DType::kBf16, bf16_out = p.out_dtype == DType::kBf16;
-#define LEAPCACHE_LAUNCH(KDA, TIN, TOUT) Fp32StepKernel<KDA, TIN, TOUT><<<grid, block, 0, stream>>>(a)
-  if (kda) {
-    if (bf16_in) {
-      if (bf16_out) LEAPCACHE_LAUNCH(true, __nv_bfloat16, __nv_bfloat16); else LEAPCACHE_LAUNCH(true, __nv_bfloat16, float);
-    } else {
-      if (bf16_out) LEAPCACHE_LAUNCH(true, float, __nv_bfloat16); else LEAPCACHE_LAUNCH(true, float, float);
-    }
-  } else {
-    if (bf16_in) {
-      if (bf16_out) LEAPCACHE_LAUNCH(false, __nv_bfloat16, __nv_bfloat16); else LEAPCACHE_LAUNCH(false, __nv_bfloat16, float);
-    } else {
-      if (bf16_out) LEAPCACHE_LAUNCH(false, float, __nv_bfloat16); else LEAPCACHE_LAUNCH(false, float, float);
-    }
-  }
-#undef LEAPCACHE_LAUNCH
+  DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {
+    Fp32StepKernel<decltype(kda_c)::value, typename decltype(in_t)::type, typename decltype(out_t)::type>
+        <<<grid, block, 0, stream>>>(a);
+  });
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }

@@ -16,6 +16,7 @@
 #include <cstddef>
 
 #include "gpu/half.h"
+#include "gpu/reference/compensators.h"
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"
@@ -58,16 +59,6 @@ size_t SharedBytes(int p) {
 __device__ __forceinline__ float* Omega(Shared& sh) { return sh.rec; }
 __device__ __forceinline__ float* RecKa(Shared& sh) { return sh.rec; }
 __device__ __forceinline__ float* RecU(Shared& sh, int p) { return sh.rec + p * kD; }
-
-__device__ __forceinline__ float CompensatorStartDevice(int j, int h) {
-  uint32_t x = static_cast<uint32_t>(j) * 8u + static_cast<uint32_t>(h) + 0x9E3779B9u;
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return static_cast<float>(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
-}
 
 // Modified Gram-Schmidt, twice, on the r columns X[c][0..kD) (one warp; lane owns 4 entries).
 __device__ void Orthonormalize(float (*X)[kD], int r, int lane) {
@@ -113,6 +104,20 @@ __device__ __forceinline__ void Load8Strided(const float* p, float v[8]) {
   for (int i = 0; i < 8; ++i) v[i] = p[16 * i];
 }
 
+
+// acc[x][y] += sum_h K~_h[a0 + 16 x] U~_h[j0 + 16 y], h in order (the reference's order).
+__device__ __forceinline__ void AddCompensators(const Shared& sh, int r, int a0, int j0, float acc[8][8]) {
+  for (int h = 0; h < r; ++h) {
+    float kv[8], vv[8];
+    Load8Strided(sh.kf[h] + a0, kv);
+    Load8Strided(sh.vf[h] + j0, vv);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+#pragma unroll
+      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], vv[y], acc[x][y]);
+    }
+  }
+}
 
 // S[a][j] from the region's payload and open window (n records, log-gate G):
 //   S = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~_h[a] U~_h[j]) + sum_rec ka[rec][a] u[rec][j]
@@ -176,16 +181,7 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
       }
     }
   }
-  for (int h = 0; h < rv.r; ++h) {
-    float kv[8], vv[8];
-    Load8Strided(sh.kf[h] + a0, kv);
-    Load8Strided(sh.vf[h] + j0, vv);
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-#pragma unroll
-      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], vv[y], acc[x][y]);
-    }
-  }
+  AddCompensators(sh, rv.r, a0, j0, acc);
   {
     float d[8];
     Load8Strided(sh.decay + a0, d);
@@ -266,7 +262,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   if (r > 0) {
     float* om = Omega(sh);  // [j][kMaxRank]
     for (int i = t; i < kD * kMaxRank; i += kThreads) {
-      om[i] = CompensatorStartDevice(i / kMaxRank, i % kMaxRank);
+      om[i] = reference::CompensatorStart(i / kMaxRank, i % kMaxRank);
     }
     __syncthreads();
     MatVecAnyRank<true, true>(sh, om, sh.kf, r);  // Y = S Omega
@@ -315,16 +311,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   // Residual against the fp16 factors, E = S - sum_h K~_h U~_h^T, in this thread's tile: the
   // compensator sum first (as the reference), then one subtraction per element.
   float e[8][8] = {};
-  for (int h = 0; h < r; ++h) {
-    float kv[8], vv[8];
-    Load8Strided(sh.kf[h] + a0, kv);
-    Load8Strided(sh.vf[h] + j0, vv);
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-#pragma unroll
-      for (int y = 0; y < 8; ++y) e[x][y] = fmaf(kv[x], vv[y], e[x][y]);
-    }
-  }
+  AddCompensators(sh, r, a0, j0, e);
 #pragma unroll
   for (int x = 0; x < 8; ++x) {
 #pragma unroll

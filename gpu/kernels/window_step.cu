@@ -14,6 +14,7 @@
 #include "gpu/half.h"
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
+#include "gpu/kernels/dispatch.cuh"
 #include "gpu/kernels/kernels.h"
 #include "gpu/kernels/launch_support.h"
 #include "gpu/kernels/region.cuh"
@@ -262,23 +263,10 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
              p.g,                    p.beta,  p.o,    pool,  p.l2norm_qk, p.scale};
   const dim3 grid(p.batch * p.num_heads), block(kThreads);
   const bool kda = layout.spec.kind == StateKind::kKda;
-  const bool bf16_in = p.in_dtype == DType::kBf16, bf16_out = p.out_dtype == DType::kBf16;
-#define LEAPCACHE_LAUNCH(KDA, TIN, TOUT) \
-  WindowStepKernel<KDA, TIN, TOUT><<<grid, block, 0, stream>>>(a)
-  if (kda) {
-    if (bf16_in) {
-      if (bf16_out) LEAPCACHE_LAUNCH(true, __nv_bfloat16, __nv_bfloat16); else LEAPCACHE_LAUNCH(true, __nv_bfloat16, float);
-    } else {
-      if (bf16_out) LEAPCACHE_LAUNCH(true, float, __nv_bfloat16); else LEAPCACHE_LAUNCH(true, float, float);
-    }
-  } else {
-    if (bf16_in) {
-      if (bf16_out) LEAPCACHE_LAUNCH(false, __nv_bfloat16, __nv_bfloat16); else LEAPCACHE_LAUNCH(false, __nv_bfloat16, float);
-    } else {
-      if (bf16_out) LEAPCACHE_LAUNCH(false, float, __nv_bfloat16); else LEAPCACHE_LAUNCH(false, float, float);
-    }
-  }
-#undef LEAPCACHE_LAUNCH
+  DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {
+    WindowStepKernel<decltype(kda_c)::value, typename decltype(in_t)::type, typename decltype(out_t)::type>
+        <<<grid, block, 0, stream>>>(a);
+  });
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }

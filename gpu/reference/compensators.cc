@@ -7,18 +7,6 @@
 
 namespace leapcache::reference {
 
-float CompensatorStart(int j, int h) {
-  // lowbias32 (Chris Wellons' integer hash): full avalanche, three multiplies, trivial on a GPU.
-  uint32_t x = static_cast<uint32_t>(j) * 8u + static_cast<uint32_t>(h) + 0x9E3779B9u;
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  // Top 24 bits as a fraction in [0, 1), mapped to [-1, 1): exact in fp32.
-  return static_cast<float>(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
-}
-
 namespace {
 
 // Orthonormalises the r columns of X [n][r] in place by modified Gram-Schmidt, twice.

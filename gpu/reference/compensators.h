@@ -16,13 +16,25 @@
 
 #include <cstdint>
 
+#include "gpu/half.h"  // LEAPCACHE_HD
+
 namespace leapcache::reference {
 
 inline constexpr int kSubspaceIterations = 1;
 inline constexpr float kDependentColumnRatio = 1.0f / 65536.0f;  // 2^-16
 
-// Omega[j][h] in [-1, 1): a fixed integer hash of (j, h), reproducible on any device.
-float CompensatorStart(int j, int h);
+// Omega[j][h] in [-1, 1): a fixed integer hash of (j, h), the same on the CPU and the GPU.
+// lowbias32 (Chris Wellons' integer hash): full avalanche, three multiplies; the top 24 bits
+// become an exact fp32 fraction.
+LEAPCACHE_HD float CompensatorStart(int j, int h) {
+  uint32_t x = static_cast<uint32_t>(j) * 8u + static_cast<uint32_t>(h) + 0x9E3779B9u;
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return static_cast<float>(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
 
 // Writes the fp16 bit patterns and their fp32 values of the fitted factors:
 // kfac [r][dk], vfac [r][dv]. REQUIRES: S finite with |S| <= 2^64, 0 <= r <= 8.

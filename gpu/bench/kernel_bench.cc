@@ -129,6 +129,41 @@ double TimeUs(int inner, int reps, F&& body) {
   return t[t.size() / 2];
 }
 
+// The same, with the `calls` launches captured once into a CUDA graph and the graph replayed:
+// how an engine running CUDA graphs sees small batches, without per-launch CPU overhead.
+template <typename F>
+double TimeGraphUs(int calls, int reps, F&& body) {
+  cudaStream_t stream;
+  LEAPCACHE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  LEAPCACHE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) body(i, stream);
+  LEAPCACHE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  LEAPCACHE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  LEAPCACHE_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+  cudaEvent_t a, b;
+  LEAPCACHE_CUDA_CHECK(cudaEventCreate(&a));
+  LEAPCACHE_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    LEAPCACHE_CUDA_CHECK(cudaEventRecord(a, stream));
+    LEAPCACHE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    LEAPCACHE_CUDA_CHECK(cudaEventRecord(b, stream));
+    LEAPCACHE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    LEAPCACHE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(1000.0 * ms / calls);
+  }
+  LEAPCACHE_CUDA_CHECK(cudaEventDestroy(a));
+  LEAPCACHE_CUDA_CHECK(cudaEventDestroy(b));
+  LEAPCACHE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  LEAPCACHE_CUDA_CHECK(cudaGraphDestroy(graph));
+  LEAPCACHE_CUDA_CHECK(cudaStreamDestroy(stream));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Byte model (per head): what each kernel must move at least.
 double InputBytes(StateKind kind) {  // q, k, v bf16; g; beta; o fp32
   return 3 * 2 * kD + 4.0 * (kind == StateKind::kGdn ? 1 : kD) + 4 + 4 * kD;
@@ -137,6 +172,7 @@ double InputBytes(StateKind kind) {  // q, k, v bf16; g; beta; o fp32
 struct Row {
   std::string kind;
   int batch;
+  double fp32_graph_us, window_graph_us;
   double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
   double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
 };
@@ -160,6 +196,9 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     for (int r = 0; r < rot; ++r) pools.emplace_back(init);
     row.fp32_us = TimeUs(4 * rot, 5, [&](int i) {
       BENCH_CHECK_OK(kernels::Fp32DecodeStep(kind, in.params, pools[i % rot].get(), batch, nullptr));
+    });
+    row.fp32_graph_us = TimeGraphUs(4 * rot, 5, [&](int i, cudaStream_t st) {
+      BENCH_CHECK_OK(kernels::Fp32DecodeStep(kind, in.params, pools[i % rot].get(), batch, st));
     });
     row.fp32_bytes = heads * (2.0 * kD * kD * 4 + InputBytes(kind));
   }
@@ -212,6 +251,16 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
   };
   reset(true);
   row.window_stagger_us = TimeUs(p * rot, 5, cycle_step);
+  // Staggered again, graph-replayed: the step and refit launches of one p-cycle per pool.
+  reset(true);
+  row.window_graph_us = 2 * TimeGraphUs(2 * p * rot, 5, [&](int i, cudaStream_t st) {
+    uint8_t* pool = pools[(i / (2 * p)) % rot].get();
+    if (i % 2 == 0) {
+      BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool, st));
+    } else {
+      BENCH_CHECK_OK(kernels::WindowRefit(layout, in.slot.get(), batch, pool, st));
+    }
+  });
   reset(false);
   row.window_lock_us = TimeUs(p * rot, 5, cycle_step);
   // The refit alone with every head due, and the step alone (refit launch skipped).
@@ -310,8 +359,9 @@ int Main(int argc, char** argv) {
      << "launches per token, per-step average. GB/s = byte model / time.\n\n"
      << "| kind | B | fp32 us | fp32 GB/s | fp32 % copy | window us (staggered) | GB/s | lockstep us | "
         "speedup (staggered) | speedup (lockstep) | step only us | refit us (all due) | refit GB/s | "
-        "encode us | encode GB/s | decode us | decode GB/s |\n"
-     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "encode us | encode GB/s | decode us | decode GB/s | fp32 us (graph) | window us (graph) | "
+        "speedup (graph) |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   js << "{\n  \"gpu\": \"" << dev.name << "\",\n  \"copy_gbs\": " << copy << ",\n  \"heads\": " << kHeads
      << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -322,14 +372,16 @@ int Main(int argc, char** argv) {
        << F(r.fp32_us / r.window_stagger_us, 2) << "x | " << F(r.fp32_us / r.window_lock_us, 2) << "x | "
        << F(r.step_only_us) << " | " << F(r.refit_us) << " | " << F(gbs(r.refit_bytes, r.refit_us), 0) << " | "
        << F(r.encode_us) << " | " << F(gbs(r.encode_bytes, r.encode_us), 0) << " | " << F(r.decode_us) << " | "
-       << F(gbs(r.decode_bytes, r.decode_us), 0) << " |\n";
+       << F(gbs(r.decode_bytes, r.decode_us), 0) << " | " << F(r.fp32_graph_us) << " | "
+       << F(r.window_graph_us) << " | " << F(r.fp32_graph_us / r.window_graph_us, 2) << "x |\n";
     js << "    {\"kind\": \"" << r.kind << "\", \"batch\": " << r.batch << ", \"fp32_us\": " << r.fp32_us
        << ", \"fp32_bytes\": " << r.fp32_bytes << ", \"window_staggered_us\": " << r.window_stagger_us
        << ", \"window_lockstep_us\": " << r.window_lock_us << ", \"window_bytes_per_step\": " << r.window_bytes
        << ", \"step_only_us\": " << r.step_only_us << ", \"refit_all_due_us\": " << r.refit_us
        << ", \"refit_bytes\": " << r.refit_bytes << ", \"encode_us\": " << r.encode_us
        << ", \"encode_bytes\": " << r.encode_bytes << ", \"decode_us\": " << r.decode_us
-       << ", \"decode_bytes\": " << r.decode_bytes << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+       << ", \"decode_bytes\": " << r.decode_bytes << ", \"fp32_graph_us\": " << r.fp32_graph_us
+       << ", \"window_staggered_graph_us\": " << r.window_graph_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ]\n}\n";
   std::filesystem::create_directories(out);

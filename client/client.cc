@@ -1,0 +1,387 @@
+#include "leapcache/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/grpc_status_conversion.h"
+#include "client/wire_convert.h"
+#include "gpu/crc32c.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "leapcache/v1/state_cache.grpc.pb.h"
+
+namespace leapcache::client {
+namespace {
+
+// Framing a message needs besides its data (tags, offsets, a Get header); the server uses the
+// same margin.
+constexpr size_t kMessageOverheadBytes = 64 << 10;
+
+std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d) {
+  return std::chrono::system_clock::now() + std::chrono::microseconds(absl::ToInt64Microseconds(d));
+}
+
+int ClampToInt(int64_t v) {
+  return static_cast<int>(std::clamp<int64_t>(v, 0, std::numeric_limits<int>::max()));
+}
+
+absl::Status CheckOptions(const ClientOptions& o) {
+  if (o.target.empty()) return absl::InvalidArgumentError("target is empty");
+  if (o.max_message_bytes <= kMessageOverheadBytes ||
+      o.max_message_bytes > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes must be in (",
+                                                   kMessageOverheadBytes, ", 2^31) (got ",
+                                                   o.max_message_bytes, ")"));
+  }
+  if (o.chunk_bytes == 0 || o.chunk_bytes > o.max_message_bytes - kMessageOverheadBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_bytes must be in [1, max_message_bytes - ", kMessageOverheadBytes,
+                     "] (got ", o.chunk_bytes, ")"));
+  }
+  for (absl::Duration d : {o.connect_timeout, o.rpc_timeout, o.transfer_timeout, o.keepalive_time,
+                           o.keepalive_timeout}) {
+    if (d <= absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError("timeouts and keepalive intervals must be positive");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::StateCache::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+
+  void Unary(grpc::ClientContext* context) const {
+    context->set_deadline(DeadlineAfter(options.rpc_timeout));
+  }
+  void Transfer(grpc::ClientContext* context) const {
+    context->set_deadline(DeadlineAfter(options.transfer_timeout));
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+const ClientOptions& Client::options() const { return impl_->options; }
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  if (absl::Status st = CheckOptions(options); !st.ok()) return st;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              ClampToInt(absl::ToInt64Milliseconds(options.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              ClampToInt(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Keepalive pings may go out while no data flows (a stream waiting on the server).
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // One connection per Client, not one shared by every Client of the process: clients model
+  // independent engines, and one stalled transfer must not queue behind another's window.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->channel =
+      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  if (!impl->channel->WaitForConnected(DeadlineAfter(options.connect_timeout))) {
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", options.target, " within ",
+                                               absl::FormatDuration(options.connect_timeout)));
+  }
+  impl->stub = v1::StateCache::NewStub(impl->channel);
+  impl->health = grpc::health::v1::Health::NewStub(impl->channel);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<NamespaceInfo> Client::RegisterNamespace(const NamespaceSpec& spec) {
+  v1::RegisterNamespaceRequest request;
+  ToProto(spec, &request);
+  v1::RegisterNamespaceResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  if (grpc::Status st = impl_->stub->RegisterNamespace(&context, request, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  return NamespaceInfo{response.namespace_id(), response.fingerprint(), response.blob_bytes(),
+                       response.format_label(), response.layout_fingerprint()};
+}
+
+absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
+  v1::LookupRequest q;
+  q.set_namespace_id(request.namespace_id);
+  std::string* chain = q.mutable_chain();
+  chain->resize(request.chain.size() * sizeof(BlockHash));
+  if (!request.chain.empty()) std::memcpy(chain->data(), request.chain.data(), chain->size());
+  bool has_heads = false;
+  ToProto(request.heads, &has_heads, q.mutable_heads());
+  if (!has_heads) q.clear_heads();
+  q.set_max_depth(static_cast<uint32_t>(std::max(0, request.max_depth)));
+  q.set_block_tokens(
+      static_cast<uint32_t>(std::clamp<int64_t>(request.block_tokens, 0, UINT32_MAX)));
+  v1::LookupResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  if (grpc::Status st = impl_->stub->Lookup(&context, q, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  LookupResult result;
+  result.hit = response.hit();
+  if (result.hit) {
+    result.index = static_cast<int>(response.index());
+    result.position = FromProto(response.position());
+  }
+  return result;
+}
+
+absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,
+                                               const std::optional<DenseEncoding>& dense) {
+  v1::ReservePutRequest request;
+  request.set_namespace_id(target.namespace_id);
+  request.set_hash(HashBytes(target.hash));
+  ToProto(target.position, request.mutable_position());
+  bool has_heads = false;
+  ToProto(target.heads, &has_heads, request.mutable_heads());
+  if (!has_heads) request.clear_heads();
+  request.set_ttl_ms(static_cast<uint32_t>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(target.ttl), 0, UINT32_MAX)));
+  if (dense.has_value()) {
+    ToProto(*dense, request.mutable_dense());
+  } else {
+    request.mutable_compact();
+  }
+  v1::ReservePutResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  if (grpc::Status st = impl_->stub->ReservePut(&context, request, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  Reservation r;
+  r.put_id = response.put_id();
+  r.expected_bytes = response.expected_bytes();
+  r.blob_bytes = response.blob_bytes();
+  r.state_bytes = response.state_bytes();
+  r.ttl = absl::Milliseconds(response.ttl_ms());
+  r.max_chunk_bytes = response.max_chunk_bytes();
+  return r;
+}
+
+absl::Status Client::Upload(const Reservation& put, uint64_t offset,
+                            std::span<const uint8_t> bytes) {
+  size_t chunk = impl_->options.chunk_bytes;
+  if (put.state_bytes > 0) {
+    chunk = std::max<size_t>(1, chunk / put.state_bytes) * put.state_bytes;
+  }
+  grpc::ClientContext context;
+  impl_->Transfer(&context);
+  v1::UploadPutResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadPutRequest>> writer =
+      impl_->stub->UploadPut(&context, &response);
+  v1::UploadPutRequest message;
+  message.set_put_id(put.put_id);
+  for (size_t done = 0; done < bytes.size();) {
+    const size_t n = std::min(chunk, bytes.size() - done);
+    message.set_offset(offset + done);
+    message.set_data(reinterpret_cast<const char*>(bytes.data() + done), n);
+    // A failed write means the stream is over; Finish says why.
+    if (!writer->Write(message)) break;
+    done += n;
+  }
+  writer->WritesDone();
+  return FromGrpcStatus(writer->Finish());
+}
+
+absl::Status Client::CommitPut(uint64_t put_id, uint32_t crc32c) {
+  v1::CommitPutRequest request;
+  request.set_put_id(put_id);
+  request.set_crc32c(crc32c);
+  v1::CommitPutResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->CommitPut(&context, request, &response));
+}
+
+absl::Status Client::AbortPut(uint64_t put_id) {
+  v1::AbortPutRequest request;
+  request.set_put_id(put_id);
+  v1::AbortPutResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->AbortPut(&context, request, &response));
+}
+
+namespace {
+
+// Reserve, upload, commit; abort on any failure after the reservation.
+absl::Status PutAll(Client& client, const PutTarget& target,
+                    const std::optional<DenseEncoding>& dense, std::span<const uint8_t> bytes) {
+  absl::StatusOr<Reservation> put = client.ReservePut(target, dense);
+  if (!put.ok()) return put.status();
+  absl::Status st;
+  if (bytes.size() != put->expected_bytes) {
+    st = absl::InvalidArgumentError(
+        absl::StrCat("the put needs ", put->expected_bytes, " bytes, got ", bytes.size()));
+  }
+  if (st.ok()) st = client.Upload(*put, 0, bytes);
+  if (st.ok()) st = client.CommitPut(put->put_id, Crc32c(bytes));
+  if (!st.ok()) client.AbortPut(put->put_id).IgnoreError();  // best effort; the TTL backs it
+  return st;
+}
+
+}  // namespace
+
+absl::Status Client::PutCompact(const PutTarget& target, std::span<const uint8_t> blobs) {
+  return PutAll(*this, target, std::nullopt, blobs);
+}
+
+absl::Status Client::PutDense(const PutTarget& target, const DenseEncoding& encoding,
+                              std::span<const uint8_t> states) {
+  return PutAll(*this, target, encoding, states);
+}
+
+absl::StatusOr<Checkpoint> Client::Get(const GetRequest& request) {
+  v1::GetRequest q;
+  q.set_namespace_id(request.namespace_id);
+  q.set_hash(HashBytes(request.hash));
+  bool has_heads = false;
+  ToProto(request.heads, &has_heads, q.mutable_heads());
+  if (!has_heads) q.clear_heads();
+  if (request.dense.has_value()) {
+    ToProto(*request.dense, q.mutable_dense());
+  } else {
+    q.mutable_compact();
+  }
+  q.set_max_chunk_bytes(impl_->options.chunk_bytes);
+
+  grpc::ClientContext context;
+  impl_->Transfer(&context);
+  std::unique_ptr<grpc::ClientReader<v1::GetResponse>> reader = impl_->stub->Get(&context, q);
+  Checkpoint out;
+  v1::GetResponse message;
+  bool have_header = false;
+  bool have_trailer = false;
+  uint32_t crc = 0;
+  uint32_t trailer_crc = 0;
+  uint64_t total = 0;
+  absl::Status protocol;  // the first violation of the stream's contract, if any
+  while (reader->Read(&message)) {
+    if (!protocol.ok()) continue;  // drain, then report
+    if (message.has_header()) {
+      if (have_header) {
+        protocol = absl::DataLossError("get stream sent a second header");
+        continue;
+      }
+      have_header = true;
+      const v1::GetHeader& h = message.header();
+      out.position = FromProto(h.position());
+      out.heads = FromProto(h.heads());
+      out.layers = static_cast<int>(h.layers());
+      out.dk = static_cast<int>(h.dk());
+      out.dv = static_cast<int>(h.dv());
+      out.kind = static_cast<StateKind>(static_cast<int>(h.kind()));
+      out.format = FromProto(h.format());
+      out.blob_bytes = h.blob_bytes();
+      out.state_bytes = h.state_bytes();
+      if (h.has_dense()) {
+        absl::StatusOr<DenseEncoding> dense = FromProto(h.dense());
+        if (!dense.ok()) {
+          protocol = dense.status();
+          continue;
+        }
+        out.dense = *dense;
+      }
+      total = h.total_bytes();
+      // Reserved up front to avoid regrowth, but never more than a sane bound on the word of
+      // the server alone; larger checkpoints still arrive, growing as chunks come.
+      out.bytes.reserve(std::min<uint64_t>(total, uint64_t{1} << 30));
+    }
+    if (!have_header || message.offset() != out.bytes.size() ||
+        message.data().size() > total - out.bytes.size()) {
+      protocol = absl::DataLossError(absl::StrCat("get stream chunk at offset ", message.offset(),
+                                                  " does not continue ", out.bytes.size(), " of ",
+                                                  total, " bytes"));
+      continue;
+    }
+    const auto* data = reinterpret_cast<const uint8_t*>(message.data().data());
+    out.bytes.insert(out.bytes.end(), data, data + message.data().size());
+    crc = Crc32cExtend(crc, data, message.data().size());
+    if (message.has_trailer()) {
+      have_trailer = true;
+      trailer_crc = message.trailer().crc32c();
+    }
+  }
+  if (absl::Status st = FromGrpcStatus(reader->Finish()); !st.ok()) return st;
+  if (!protocol.ok()) return protocol;
+  if (!have_header || !have_trailer || out.bytes.size() != total) {
+    return absl::DataLossError(
+        absl::StrCat("get stream ended after ", out.bytes.size(), " of ", total, " bytes"));
+  }
+  if (crc != trailer_crc) {
+    return absl::DataLossError(absl::StrCat("get stream checksum mismatch: received ", crc,
+                                            ", the server sent ", trailer_crc));
+  }
+  return out;
+}
+
+absl::Status Client::Delete(uint32_t namespace_id, const BlockHash& hash) {
+  v1::DeleteRequest request;
+  request.set_namespace_id(namespace_id);
+  request.set_hash(HashBytes(hash));
+  v1::DeleteResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->Delete(&context, request, &response));
+}
+
+absl::Status Client::Pin(uint32_t namespace_id, const BlockHash& hash) {
+  v1::PinRequest request;
+  request.set_namespace_id(namespace_id);
+  request.set_hash(HashBytes(hash));
+  v1::PinResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->Pin(&context, request, &response));
+}
+
+absl::Status Client::Unpin(uint32_t namespace_id, const BlockHash& hash) {
+  v1::UnpinRequest request;
+  request.set_namespace_id(namespace_id);
+  request.set_hash(HashBytes(hash));
+  v1::UnpinResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->Unpin(&context, request, &response));
+}
+
+absl::StatusOr<ServerStats> Client::Stats() {
+  v1::StatsRequest request;
+  v1::StatsResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  if (grpc::Status st = impl_->stub->Stats(&context, request, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  return FromProto(response);
+}
+
+absl::StatusOr<bool> Client::CheckHealth(const std::string& service) {
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  if (grpc::Status st = impl_->health->Check(&context, request, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+}  // namespace leapcache::client

@@ -1,0 +1,30 @@
+// Conversion between the client's public types (include/leapcache/client.h) and the
+// leapcache.v1 messages. Internal to the client library.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "leapcache/client.h"
+#include "leapcache/v1/checkpoint.pb.h"
+#include "leapcache/v1/namespace.pb.h"
+#include "leapcache/v1/stats.pb.h"
+#include "leapcache/v1/types.pb.h"
+
+namespace leapcache::client {
+
+std::string HashBytes(const BlockHash& hash);
+void ToProto(const NamespaceSpec& spec, v1::RegisterNamespaceRequest* out);
+// Sets `out` unless heads is the default (all heads).
+void ToProto(const HeadRange& heads, bool* present, v1::HeadRange* out);
+void ToProto(const Position& position, v1::Position* out);
+void ToProto(const DenseEncoding& dense, v1::DenseEncoding* out);
+
+Position FromProto(const v1::Position& position);
+HeadRange FromProto(const v1::HeadRange& heads);
+StorageFormat FromProto(const v1::StorageFormat& format);
+// INVALID_ARGUMENT for enum values this client does not know.
+absl::StatusOr<DenseEncoding> FromProto(const v1::DenseEncoding& dense);
+ServerStats FromProto(const v1::StatsResponse& stats);
+
+}  // namespace leapcache::client

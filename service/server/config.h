@@ -1,0 +1,110 @@
+// ServerConfig: every setting of leapcache-server, with its default and the reason for it.
+//
+// One struct, filled in one place (config_loader.h) from, in increasing precedence: these
+// defaults, a YAML file, LEAPCACHE_* environment variables and command-line flags. Each field's
+// key is its name: memory_budget is `memory_budget:` in YAML, LEAPCACHE_MEMORY_BUDGET in the
+// environment and --memory-budget on the command line. ValidateConfig checks what single values
+// cannot (relations between fields) before anything is allocated or bound.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "service/core/options.h"
+
+namespace leapcache::server {
+
+inline constexpr uint64_t kKiB = 1024;
+inline constexpr uint64_t kMiB = 1024 * kKiB;
+inline constexpr uint64_t kGiB = 1024 * kMiB;
+
+// Room in a message for everything but the payload (field tags, offsets, a Get header); chunks
+// are at most max_message_bytes - kMessageOverheadBytes.
+inline constexpr uint64_t kMessageOverheadBytes = 64 * kKiB;
+// The largest dense state (256 x 256 fp32) must fit in one message with its framing.
+inline constexpr uint64_t kMinMessageBytes = 256 * kKiB + kMessageOverheadBytes;
+
+struct ServerConfig {
+  // --- Network ---
+  // gRPC address, host:port ("[::]:port" for IPv6). Port 0 binds a free port, printed on stdout
+  // ("leapcache-server listening on HOST:PORT") and written to port_file. Loopback by default:
+  // the service has no authentication yet, so exposing it must be a deliberate choice.
+  std::string listen = "127.0.0.1:7470";
+  // If set, the bound gRPC port is written here (decimal, newline), atomically, once listening.
+  std::string port_file;
+  // HTTP address of /metrics (Prometheus text format), /healthz and /readyz; empty disables.
+  // Port 0 binds a free port (printed on stdout). Loopback by default: it is an admin surface.
+  std::string metrics_listen = "127.0.0.1:9470";
+
+  // --- Memory (pools allocated once at start) ---
+  // The primary tier's pool. The CPU backend keeps it in host memory. Written as bytes with an
+  // optional unit (512MiB, 8GiB, 10GB) or as a share of physical memory (25%).
+  uint64_t memory_budget = 1 * kGiB;
+  // A second, slower host tier that evictions spill into (a spilled checkpoint is still a hit,
+  // promoted back on use); 0 disables it.
+  uint64_t spill_budget = 0;
+  // Allocation unit of the tiers; a multiple of 4 KiB no smaller than one blob. 1 MiB wastes
+  // < 2% per page on 8-bit 128x128 blobs (see service/core/residency_table.h) and keeps page
+  // tables small; smaller pages waste less per checkpoint for small models.
+  uint64_t page_bytes = 1 * kMiB;
+
+  // --- Store ---
+  // lru, or state-aware (compute saved per byte with recency decay, the default).
+  core::EvictionPolicyKind eviction_policy = core::EvictionPolicyKind::kStateAware;
+  // State-aware only: accesses after which an untouched checkpoint's worth halves.
+  double eviction_half_life = 4096;
+  // Move a checkpoint hit in the spill tier back to the primary tier.
+  bool promote_on_hit = true;
+  // Time a put may stay uncommitted when the client does not say. A crashed writer's memory
+  // comes back after at most this long (Mooncake uses 30 s for its put lease).
+  absl::Duration put_ttl = absl::Seconds(30);
+  // Longest TTL a client may ask for: a reservation cannot pin memory indefinitely.
+  absl::Duration max_put_ttl = absl::Minutes(10);
+  // How often expired puts are reclaimed. Bounds how long past its TTL a dead put holds memory.
+  absl::Duration reaper_interval = absl::Seconds(1);
+  // Uncommitted puts at once; each holds memory until commit or expiry.
+  uint64_t max_pending_puts = 4096;
+
+  // --- gRPC limits ---
+  // Largest message either side of a call may send or receive. 8 MiB holds a 4 MiB chunk and the
+  // longest legal lookup chain (65,536 x 32 B = 2 MiB) with room to spare; larger checkpoints
+  // always move as streams of chunks.
+  uint64_t max_message_bytes = 8 * kMiB;
+  // Data bytes per Get response message and the upload chunk the server advertises. 1 MiB
+  // amortises per-message costs (measured in the service benchmark) while keeping the memory a
+  // slow reader can hold in flight per stream small.
+  uint64_t chunk_bytes = 1 * kMiB;
+  // Concurrent calls per client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); gRPC's
+  // default is unlimited.
+  int64_t max_concurrent_streams = 256;
+  // Threads serving calls. Each call in progress holds one (streams for their whole duration);
+  // calls beyond it fail with RESOURCE_EXHAUSTED rather than queue without bound.
+  int64_t max_threads = 512;
+  // Server-initiated HTTP/2 pings on idle connections, to detect dead clients holding streams.
+  absl::Duration keepalive_time = absl::Seconds(60);
+  // A ping unanswered for this long closes the connection (and cancels its calls).
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // Clients may ping at most this often (more often gets the connection closed with
+  // too_many_pings); the client library pings every 30 s.
+  absl::Duration min_client_ping_interval = absl::Seconds(10);
+  // Connections idle (no calls) this long are closed; clients reconnect transparently.
+  absl::Duration max_connection_idle = absl::Minutes(30);
+  // Largest metadata (headers) a call may carry; gRPC's default is 8 KiB, kept explicit.
+  uint64_t max_metadata_bytes = 16 * kKiB;
+
+  // --- Lifecycle ---
+  // On SIGTERM/SIGINT: stop accepting calls, let calls in flight finish for this long, then
+  // cancel the rest. Kubernetes' default grace period is 30 s, so stay well below it.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+};
+
+// Cross-field checks: INVALID_ARGUMENT naming the fields, e.g. chunk_bytes must leave room for
+// framing within max_message_bytes, put_ttl <= max_put_ttl, the budget holds at least a page.
+absl::Status ValidateConfig(const ServerConfig& config);
+
+// The core's options for this config.
+core::StoreOptions ToStoreOptions(const ServerConfig& config);
+
+}  // namespace leapcache::server

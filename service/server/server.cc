@@ -1,0 +1,141 @@
+#include "service/server/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
+
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/clock.h"
+#include "service/core/host_tier.h"
+#include "service/core/status_util.h"
+#include "service/metrics/registry.h"
+#include "service/metrics/text_format.h"
+#include "service/server/admin_http_server.h"
+#include "service/server/host_port.h"
+#include "service/server/put_pipeline.h"
+#include "service/server/rpc_metrics.h"
+#include "service/server/state_cache_service.h"
+#include "service/server/store_metrics.h"
+
+namespace leapcache::server {
+namespace {
+
+constexpr char kServiceName[] = "leapcache.v1.StateCache";
+
+absl::StatusOr<std::unique_ptr<core::CheckpointStore>> BuildStore(const ServerConfig& c) {
+  std::vector<std::unique_ptr<core::MemoryTier>> tiers;
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<core::HostTier> primary,
+                      core::HostTier::Create("host", c.memory_budget, c.page_bytes));
+  tiers.push_back(std::move(primary));
+  if (c.spill_budget > 0) {
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<core::HostTier> spill,
+                        core::HostTier::Create("spill", c.spill_budget, c.page_bytes));
+    tiers.push_back(std::move(spill));
+  }
+  return core::CheckpointStore::Create(ToStoreOptions(c), std::move(tiers));
+}
+
+int Ms(absl::Duration d) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
+}
+
+}  // namespace
+
+Server::Server(const ServerConfig& config) : config_(config) {}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  LC_RETURN_IF_ERROR(ValidateConfig(config));
+  std::unique_ptr<Server> s(new Server(config));
+  LC_ASSIGN_OR_RETURN(s->store_, BuildStore(config));
+  s->registry_ = std::make_unique<metrics::Registry>();
+  s->store_metrics_ = std::make_unique<StoreMetrics>(s->registry_.get());
+  s->rpc_metrics_ = std::make_unique<RpcMetrics>(s->registry_.get());
+  // The store was built on the monotonic clock (BuildStore passes none).
+  s->puts_ = std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock());
+  s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(),
+                                                    ServiceLimits{config.chunk_bytes});
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(config.max_concurrent_streams));
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE,
+                             static_cast<int>(config.max_metadata_bytes));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(config.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Ms(config.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             Ms(config.min_client_ping_interval));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(config.max_connection_idle));
+  grpc::ResourceQuota quota("leapcache-server");
+  quota.SetMaxThreads(static_cast<int>(config.max_threads));
+  builder.SetResourceQuota(quota);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(s->rpc_metrics_->InterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+
+  s->grpc_server_ = builder.BuildAndStart();
+  if (s->grpc_server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", config.listen,
+                                               " (address in use, or not an address here)"));
+  }
+  s->grpc_port_ = port;
+  LC_ASSIGN_OR_RETURN(const HostPort listen, ParseHostPort(config.listen));
+  s->grpc_address_ = FormatHostPort(listen.host, port);
+  if (grpc::HealthCheckServiceInterface* health = s->grpc_server_->GetHealthCheckService()) {
+    health->SetServingStatus(kServiceName, true);
+  }
+
+  if (!config.metrics_listen.empty()) {
+    Server* self = s.get();
+    AdminHandlers handlers{[self] { return self->RenderMetrics(); },
+                           [self] { return self->ready(); }};
+    absl::StatusOr<std::unique_ptr<AdminHttpServer>> admin =
+        AdminHttpServer::Start(config.metrics_listen, std::move(handlers));
+    if (!admin.ok()) return admin.status();  // ~Server stops the gRPC server
+    s->admin_ = std::move(admin).value();
+    LC_ASSIGN_OR_RETURN(const HostPort metrics, ParseHostPort(config.metrics_listen));
+    s->metrics_port_ = s->admin_->port();
+    s->metrics_address_ = FormatHostPort(metrics.host, s->metrics_port_);
+  }
+  s->ready_ = true;
+  return s;
+}
+
+std::string Server::RenderMetrics() const {
+  store_metrics_->Update(store_->Stats());
+  return metrics::SerializeText(registry_->Collect());
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  ready_ = false;
+  if (grpc_server_ != nullptr) {
+    if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
+      health->SetServingStatus(false);
+    }
+    // Refuses new calls at once; calls in flight run until the deadline, then are cancelled.
+    // Returns when every handler has returned, so no read lease outlives this line.
+    grpc_server_->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+    grpc_server_->Wait();
+  }
+  admin_.reset();
+}
+
+}  // namespace leapcache::server

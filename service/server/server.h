@@ -1,0 +1,82 @@
+// Server: leapcache-server's parts wired together and run: the cache core on its memory tiers,
+// the gRPC service (StateCache and the standard grpc.health.v1 health service) and the admin
+// HTTP endpoint (/metrics, /healthz, /readyz).
+//
+// Start() allocates the pools, binds both listeners (port 0: a free port, reported by the
+// accessors) and serves until Shutdown(). Shutdown drains: readiness and health go to
+// NOT_SERVING, new calls are refused, calls in flight get `grace` to finish and are cancelled
+// after it; then the admin endpoint stops. The destructor shuts down with no grace if needed.
+// Thread-safe: Shutdown may be called from any thread, once or more.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "service/core/checkpoint_store.h"
+#include "service/server/config.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace leapcache::metrics {
+class Registry;
+}  // namespace leapcache::metrics
+
+namespace leapcache::server {
+
+class AdminHttpServer;
+class PutPipeline;
+class RpcMetrics;
+class StateCacheService;
+class StoreMetrics;
+
+class Server {
+ public:
+  // REQUIRES: ValidateConfig(config).ok(). RESOURCE_EXHAUSTED if the pools cannot be
+  // allocated, UNAVAILABLE if an address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The bound gRPC address with its real port ("127.0.0.1:41237").
+  const std::string& grpc_address() const { return grpc_address_; }
+  int grpc_port() const { return grpc_port_; }
+  // The bound admin HTTP address and port; empty / 0 when disabled.
+  const std::string& metrics_address() const { return metrics_address_; }
+  int metrics_port() const { return metrics_port_; }
+
+  void Shutdown(absl::Duration grace);
+  bool ready() const { return ready_.load(); }
+
+  core::CheckpointStore& store() { return *store_; }
+  // The /metrics body as of now.
+  std::string RenderMetrics() const;
+
+ private:
+  explicit Server(const ServerConfig& config);
+
+  const ServerConfig config_;
+  std::unique_ptr<core::CheckpointStore> store_;
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<StoreMetrics> store_metrics_;
+  std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::unique_ptr<PutPipeline> puts_;
+  std::unique_ptr<StateCacheService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<AdminHttpServer> admin_;
+  std::string grpc_address_;
+  int grpc_port_ = 0;
+  std::string metrics_address_;
+  int metrics_port_ = 0;
+  std::atomic<bool> ready_{false};
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+}  // namespace leapcache::server

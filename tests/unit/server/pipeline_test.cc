@@ -1,0 +1,217 @@
+// The wire side of puts and gets without gRPC: PutPipeline (compact pass-through, dense encoding
+// in order with checksums, expiry of its bookkeeping) and CheckpointReader (chunks of any size,
+// compact and dense, leases released) over a real CheckpointStore on a host tier.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "gpu/crc32c.h"
+#include "gpu/half.h"
+#include "gpu/reference/codec.h"
+#include "service/core/host_tier.h"
+#include "service/server/checkpoint_reader.h"
+#include "service/server/put_pipeline.h"
+
+namespace leapcache::server {
+namespace {
+
+constexpr int kLayers = 2, kHeads = 4, kD = 16;
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::unique_ptr<core::MemoryTier>> tiers;
+    tiers.push_back(*core::HostTier::Create("host", 1 << 20, 4096));
+    core::StoreOptions options;
+    options.reaper_interval = absl::ZeroDuration();
+    store_ = *core::CheckpointStore::Create(options, std::move(tiers), &clock_);
+    core::NamespaceSpec spec;
+    spec.tenant = "t";
+    spec.model = {kLayers, kHeads, kD, kD, StateKind::kGdn};
+    spec.format = BlobSpec::Leap(StateKind::kGdn, 8, kD, kD);
+    ns_ = *store_->GetNamespace(*store_->RegisterNamespace(spec));
+    puts_ = std::make_unique<PutPipeline>(store_.get(), clock_);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    states_.resize(static_cast<size_t>(kLayers) * kHeads * kD * kD);
+    for (float& x : states_) x = normal(rng);
+  }
+
+  core::PutRequest Request(uint8_t key) const {
+    core::PutRequest r;
+    r.ns = ns_.id;
+    r.hash[0] = key;
+    r.position = {16, 1};
+    r.heads = {0, kHeads};
+    return r;
+  }
+
+  std::span<const uint8_t> Bytes() const {
+    return {reinterpret_cast<const uint8_t*>(states_.data()), states_.size() * 4};
+  }
+
+  std::vector<uint8_t> ReferenceBlobs() const {
+    std::vector<uint8_t> out;
+    for (size_t s = 0; s < states_.size() / (kD * kD); ++s) {
+      std::vector<uint8_t> b =
+          *reference::Encode(ns_.spec.format, states_.data() + s * kD * kD, Orientation::kKV);
+      out.insert(out.end(), b.begin(), b.end());
+    }
+    return out;
+  }
+
+  // Everything a reader yields, read `chunk` bytes at a time.
+  std::vector<uint8_t> ReadAll(uint8_t key, std::optional<DenseFormat> dense, size_t chunk,
+                               core::HeadRange heads = {0, kHeads}) {
+    ReadRequest r{ns_.id, {}, heads, dense};
+    r.hash[0] = key;
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(*store_, r);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return {};
+    std::vector<uint8_t> out((*reader)->shape().total_bytes);
+    size_t at = 0;
+    while (!(*reader)->done()) {
+      const size_t n = std::min(chunk, out.size() - at);
+      absl::StatusOr<size_t> got = (*reader)->Read(std::span(out).subspan(at, n));
+      EXPECT_TRUE(got.ok());
+      EXPECT_EQ(*got, n);
+      at += n;
+    }
+    EXPECT_EQ((*reader)->crc32c(), Crc32c(out.data(), out.size()));
+    EXPECT_EQ(store_->Stats().leases, 1u);
+    return out;
+  }
+
+  core::FakeClock clock_;
+  std::unique_ptr<core::CheckpointStore> store_;
+  core::NamespaceInfo ns_;
+  std::unique_ptr<PutPipeline> puts_;
+  std::vector<float> states_;
+};
+
+TEST_F(PipelineTest, DensePutStoresWhatTheReferenceEncodes) {
+  const DenseFormat f{DenseDType::kFp32, Orientation::kKV};
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(1), f);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->state_bytes, kD * kD * 4u);
+  EXPECT_EQ(t->expected_bytes, Bytes().size());
+  EXPECT_EQ(puts_->dense_puts(), 1u);
+  // Three chunks of whole states, in order.
+  const size_t s = t->state_bytes;
+  ASSERT_TRUE(puts_->Upload(t->id, 0, Bytes().first(3 * s)).ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 3 * s, Bytes().subspan(3 * s, 4 * s)).ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 7 * s, Bytes().subspan(7 * s)).ok());
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(Bytes().data(), Bytes().size())).ok());
+  EXPECT_EQ(puts_->dense_puts(), 0u);
+  EXPECT_EQ(ReadAll(1, std::nullopt, 1 << 20), ReferenceBlobs());
+}
+
+TEST_F(PipelineTest, DenseUploadRulesAndRestart) {
+  const DenseFormat f{DenseDType::kFp32, Orientation::kKV};
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(2), f);
+  ASSERT_TRUE(t.ok());
+  const size_t s = t->state_bytes;
+  EXPECT_EQ(puts_->Upload(t->id, 0, Bytes().first(s - 4)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(puts_->Upload(t->id, s, Bytes().first(s)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(puts_->Upload(t->id, 0, Bytes().first(2 * s)).ok());
+  EXPECT_EQ(puts_->Commit(t->id, 0).code(), absl::StatusCode::kFailedPrecondition);
+  // Restart from 0 with different data, then finish: the checksum is of the restarted bytes.
+  std::vector<float> zeros(states_.size(), 0.0f);
+  ASSERT_TRUE(
+      puts_->Upload(t->id, 0, {reinterpret_cast<const uint8_t*>(zeros.data()), 2 * s}).ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 2 * s, Bytes().subspan(2 * s)).ok());
+  std::vector<uint8_t> sent(Bytes().begin(), Bytes().end());
+  std::memset(sent.data(), 0, 2 * s);
+  EXPECT_EQ(puts_->Commit(t->id, Crc32c(Bytes().data(), Bytes().size())).code(),
+            absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(sent.data(), sent.size())).ok());
+}
+
+TEST_F(PipelineTest, NonFiniteStatesStoreNothing) {
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(3), DenseFormat{});
+  ASSERT_TRUE(t.ok());
+  std::vector<float> bad = states_;
+  bad[5 * kD * kD + 3] = NAN;
+  absl::Status st =
+      puts_->Upload(t->id, 0, {reinterpret_cast<const uint8_t*>(bad.data()), bad.size() * 4});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("layer 1 head 1"), absl::string_view::npos) << st;
+  // Nothing was accepted: the put still starts at 0.
+  EXPECT_EQ(puts_->Upload(t->id, t->state_bytes, Bytes().first(t->state_bytes)).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(puts_->Abort(t->id).ok());
+  EXPECT_EQ(puts_->dense_puts(), 0u);
+}
+
+TEST_F(PipelineTest, Bf16VkInputAndExpiry) {
+  const DenseFormat f{DenseDType::kBf16, Orientation::kVK};
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(4), f);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->state_bytes, kD * kD * 2u);
+  std::vector<uint8_t> bf16(states_.size() * 2);
+  for (size_t i = 0; i < states_.size(); ++i)
+    StoreU16(bf16.data() + 2 * i, FloatToBf16(states_[i]));
+  ASSERT_TRUE(puts_->Upload(t->id, 0, bf16).ok());
+  // Past the deadline: the core refuses the commit and the bookkeeping goes with it.
+  clock_.Advance(t->ttl + absl::Seconds(1));
+  EXPECT_EQ(puts_->Commit(t->id, Crc32c(bf16.data(), bf16.size())).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(puts_->dense_puts(), 0u);
+  // An expired dense put nobody touches again is forgotten at the next reservation.
+  ASSERT_TRUE(puts_->Reserve(Request(5), f).ok());
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(puts_->Reserve(Request(6), std::nullopt).ok());
+  EXPECT_EQ(puts_->dense_puts(), 0u);
+}
+
+TEST_F(PipelineTest, CompactPutsPassThrough) {
+  const std::vector<uint8_t> blobs = ReferenceBlobs();
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(7), std::nullopt);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->state_bytes, 0u);
+  EXPECT_EQ(t->expected_bytes, blobs.size());
+  ASSERT_TRUE(puts_->Upload(t->id, 100, std::span(blobs).subspan(100)).ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 0, std::span(blobs).first(100)).ok());
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
+  EXPECT_EQ(puts_->dense_puts(), 0u);
+}
+
+TEST_F(PipelineTest, ReaderChunksSplitBlobsAndStatesAnywhere) {
+  const std::vector<uint8_t> blobs = ReferenceBlobs();
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(8), std::nullopt);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 0, blobs).ok());
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
+  for (size_t chunk : {size_t{1}, size_t{7}, size_t{1000}, ns_.blob_bytes, size_t{1} << 20}) {
+    EXPECT_EQ(ReadAll(8, std::nullopt, chunk), blobs) << chunk;
+  }
+  EXPECT_EQ(store_->Stats().leases, 0u);  // readers gone, leases released
+
+  // Dense: fp32 [V,K] of heads 1..2 equals the reference decode, in any chunking.
+  std::vector<uint8_t> expected;
+  for (int l = 0; l < kLayers; ++l) {
+    for (int h = 1; h < 3; ++h) {
+      const size_t b = static_cast<size_t>(l) * kHeads + h;
+      std::vector<float> s(kD * kD);
+      ASSERT_TRUE(reference::Decode(std::span(blobs).subspan(b * ns_.blob_bytes, ns_.blob_bytes),
+                                    s.data(), Orientation::kVK)
+                      .ok());
+      const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+      expected.insert(expected.end(), p, p + s.size() * 4);
+    }
+  }
+  for (size_t chunk : {size_t{3}, size_t{1024}, size_t{1} << 20}) {
+    EXPECT_EQ(ReadAll(8, DenseFormat{DenseDType::kFp32, Orientation::kVK}, chunk, {1, 3}),
+              expected);
+  }
+  // A head range that is not committed is NOT_FOUND.
+  ReadRequest missing{ns_.id, {}, {0, kHeads}, std::nullopt};
+  missing.hash[0] = 99;
+  EXPECT_EQ(CheckpointReader::Open(*store_, missing).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace leapcache::server

@@ -10,6 +10,19 @@ packages=(
   libgtest-dev     # GoogleTest (unit tests)
   libabsl-dev      # Abseil 20220623 (service: Status, Mutex, containers, time)
   libssl-dev       # OpenSSL libcrypto (service: SHA-256 block hashes)
+  pkg-config              # finds gRPC (grpc++.pc)
+  libgrpc++-dev           # gRPC 1.51 (service and client)
+  libprotobuf-dev         # protobuf 3.21 runtime
+  protobuf-compiler       # protoc
+  protobuf-compiler-grpc  # grpc_cpp_plugin
+  libcivetweb-dev         # HTTP server of /metrics, /healthz, /readyz
+  libyaml-cpp-dev         # server configuration file
+  prometheus              # prometheus + promtool for the metrics integration test
+  python3                              # deploy tests (tests/deploy)
+  golang-go                            # deploy tests: builds the chart renderer and gRPC probe
+  golang-github-masterminds-sprig-dev  # deploy tests: Helm's template functions
+  golang-gopkg-yaml.v3-dev             # deploy tests: YAML in the chart renderer
+  golang-google-grpc-dev               # deploy tests: gRPC health probe (as the kubelet's)
 )
 
 sudo=""

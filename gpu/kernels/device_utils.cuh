@@ -60,6 +60,28 @@ __device__ __forceinline__ float BlockMax(float x, float* scratch) {
   return t;
 }
 
+// Block-wide maxima of N values at once (one pair of barriers for all of them); `scratch`
+// holds N * kThreads / 32 floats. Every thread gets the results in x.
+template <int kThreads, int N>
+__device__ __forceinline__ void BlockMaxN(float (&x)[N], float* scratch) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = GroupMax<32>(x[i]);
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) scratch[i * (kThreads / 32) + warp] = x[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) t = fmaxf(t, scratch[i * (kThreads / 32) + w]);
+    x[i] = t;
+  }
+}
+
 // Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the loads of a whole
 // staging pass are in flight together and need no registers.
 __device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {

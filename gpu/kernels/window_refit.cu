@@ -57,11 +57,82 @@ size_t SharedBytes(int p) {
   return offsetof(Shared, rec) + sizeof(float) * std::max(2 * p * kD, kD * kMaxRank);
 }
 __device__ __forceinline__ float* Omega(Shared& sh) { return sh.rec; }
+// The fit's matrix-vector half sums [kMaxRank][kD] live in the code staging area, which holds
+// nothing between the reconstruction and the new codes.
+__device__ __forceinline__ float (*Partial(Shared& sh))[kD] {
+  static_assert(sizeof(float) * kMaxRank * kD <= sizeof(Shared::codes), "partial sums fit");
+  return reinterpret_cast<float (*)[kD]>(sh.codes);
+}
 __device__ __forceinline__ float* RecKa(Shared& sh) { return sh.rec; }
 __device__ __forceinline__ float* RecU(Shared& sh, int p) { return sh.rec + p * kD; }
 
 // Modified Gram-Schmidt, twice, on the r columns X[c][0..kD) (one warp; lane owns 4 entries).
-__device__ void Orthonormalize(float (*X)[kD], int r, int lane) {
+// Column c is projected against q_0..q_{c-1} (first pass), again against q_0..q_{c-1} (second
+// pass), then normalised. The first pass runs "right-looking": as soon as q_c is final, every
+// later column is projected against it, so those reductions overlap instead of queueing behind
+// column c's second pass (14 dependent warp reductions at r = 4 instead of 20). Each column
+// still sees the same floating-point operations in the same order as the left-looking loop
+// (OrthonormalizeAnyRank), so both give the same factors.
+template <int kR>
+__device__ void OrthonormalizeRanks(float (*X)[kD], int r, int lane) {
+  float x[kR][4], before[kR];
+#pragma unroll
+  for (int c = 0; c < kR; ++c) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[c][i] = c < r ? X[c][lane + 32 * i] : 0.0f;
+      ss = fmaf(x[c][i], x[c][i], ss);
+    }
+    before[c] = ss;
+  }
+#pragma unroll
+  for (int c = 0; c < kR; ++c) before[c] = sqrtf(GroupSum<32>(before[c]));
+#pragma unroll
+  for (int c = 0; c < kR; ++c) {
+    if (c >= r) break;
+    // Second pass against q_0..q_{c-1} (the first ran when each q_p became final).
+#pragma unroll
+    for (int p = 0; p < c; ++p) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dot = fmaf(x[c][i], x[p][i], dot);
+      dot = GroupSum<32>(dot);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[c][i] -= dot * x[p][i];
+    }
+    float after = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) after = fmaf(x[c][i], x[c][i], after);
+    after = sqrtf(GroupSum<32>(after));
+    const bool dependent = !(after > before[c] * kDependentRatio) || after == 0.0f;
+    const float inv = dependent ? 0.0f : 1.0f / after;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[c][i] = dependent ? 0.0f : x[c][i] * inv;
+      X[c][lane + 32 * i] = x[c][i];
+    }
+    // First pass of every later column against q_c: independent reductions, issued together.
+    float dots[kR];
+#pragma unroll
+    for (int c2 = c + 1; c2 < kR; ++c2) {
+      dots[c2] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dots[c2] = fmaf(x[c2][i], x[c][i], dots[c2]);
+    }
+#pragma unroll
+    for (int c2 = c + 1; c2 < kR; ++c2) dots[c2] = GroupSum<32>(dots[c2]);
+#pragma unroll
+    for (int c2 = c + 1; c2 < kR; ++c2) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[c2][i] -= dots[c2] * x[c][i];
+    }
+  }
+  __syncwarp();
+}
+
+// The same loop, not unrolled, for ranks other than the default.
+__device__ void OrthonormalizeAnyRank(float (*X)[kD], int r, int lane) {
   for (int c = 0; c < r; ++c) {
     float x[4];
 #pragma unroll
@@ -92,6 +163,16 @@ __device__ void Orthonormalize(float (*X)[kD], int r, int lane) {
   }
 }
 
+// Not inlined: both fits call it, and one copy keeps the kernel's code (and its instruction
+// cache misses, the refit's largest stall) smaller.
+__device__ __noinline__ void Orthonormalize(float (*X)[kD], int r, int lane) {
+  if (r == 4) {
+    OrthonormalizeRanks<4>(X, 4, lane);
+  } else {
+    OrthonormalizeAnyRank(X, r, lane);
+  }
+}
+
 // Each thread owns 64 elements of S: rows ta + 16 x and columns tj + 16 y (x, y < 8), with
 // ta = t / 16, tj = t % 16. Strided rather than contiguous: with the row pitch of 129 floats a
 // warp's accesses to one (x, y) then span 17 banks (at most 2-way conflicts), where contiguous
@@ -117,6 +198,12 @@ __device__ __forceinline__ void AddCompensators(const Shared& sh, int r, int a0,
       for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], vv[y], acc[x][y]);
     }
   }
+}
+
+// An int8 code as a float, exactly, without the quarter-rate I2F: the byte biased by 128 becomes
+// the low mantissa byte of 2^23 (one LOP3), and one FADD removes 2^23 + 128.
+__device__ __forceinline__ float CodeToFloat(int8_t c) {
+  return __uint_as_float(0x4B000000u | (static_cast<uint32_t>(static_cast<uint8_t>(c)) ^ 0x80u)) - 8388736.0f;
 }
 
 // S[a][j] from the region's payload and open window (n records, log-gate G):
@@ -176,7 +263,7 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
     for (int y = 0; y < 8; ++y) {
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
-        const float code = static_cast<float>(sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x]);
+        const float code = CodeToFloat(sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x]);
         acc[x][y] = code * sk[x] * cf[y];
       }
     }
@@ -214,45 +301,74 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
 // out[h][row] = sum over the other index of S times in[.][h] (h < r), two threads per row.
 // by_row: out[h][a] = sum_j S[a][j] in[j][h] (in given as [j][kMaxRank] when in_jh, else [h][j]);
 // otherwise out[h][j] = sum_a S[a][j] in[h][a].
+// Thread t takes row t % 128 and half t / 128 of the sum: a warp's 32 lanes then read 32
+// consecutive rows (row walk, pitch 129) or columns of one S row, and one broadcast `in` value,
+// all free of bank conflicts (two lanes per row hit the same bank at two addresses); the two
+// halves meet in `partial` as first half + second half.
 template <bool kByRow, bool kInJH, int kR>
-__device__ void MatVec(const Shared& sh, const float* in, float (*out)[kD], int r) {
-  const int t = threadIdx.x, row = t / 2, half = t % 2;
+__device__ void MatVec(const Shared& sh, const float* in, float (*out)[kD], float (*partial)[kD], int r) {
+  const int t = threadIdx.x, row = t % kD, half = t / kD;
   float acc[kR] = {};
 #pragma unroll 4
   for (int i = half * (kD / 2); i < (half + 1) * (kD / 2); ++i) {
     const float s = kByRow ? sh.S[row * kPitch + i] : sh.S[i * kPitch + row];
+    if (kInJH && kR == 4) {
+      const float4 x = *reinterpret_cast<const float4*>(in + i * kMaxRank);  // one broadcast
+      acc[0] = fmaf(s, x.x, acc[0]);
+      acc[1] = fmaf(s, x.y, acc[1]);
+      acc[2] = fmaf(s, x.z, acc[2]);
+      acc[3] = fmaf(s, x.w, acc[3]);
+    } else {
 #pragma unroll
-    for (int h = 0; h < kR; ++h) {
-      if (h < r) acc[h] = fmaf(s, kInJH ? in[i * kMaxRank + h] : in[h * kD + i], acc[h]);
+      for (int h = 0; h < kR; ++h) {
+        if (h < r) acc[h] = fmaf(s, kInJH ? in[i * kMaxRank + h] : in[h * kD + i], acc[h]);
+      }
     }
   }
+  if (half == 1) {
 #pragma unroll
-  for (int h = 0; h < kR; ++h) {
-    acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], 1);
-    if (h < r && half == 0) out[h][row] = acc[h];
+    for (int h = 0; h < kR; ++h) {
+      if (h < r) partial[h][row] = acc[h];
+    }
+  }
+  __syncthreads();
+  if (half == 0) {
+#pragma unroll
+    for (int h = 0; h < kR; ++h) {
+      if (h < r) out[h][row] = acc[h] + partial[h][row];
+    }
   }
 }
 
 // The default rank (4) gets its own instantiation: predicated-off lanes of the generic one
 // still cost issue slots.
 template <bool kByRow, bool kInJH>
-__device__ void MatVecAnyRank(const Shared& sh, const float* in, float (*out)[kD], int r) {
+__device__ void MatVecAnyRank(Shared& sh, const float* in, float (*out)[kD], int r) {
   if (r == 4) {
-    MatVec<kByRow, kInJH, 4>(sh, in, out, 4);
+    MatVec<kByRow, kInJH, 4>(sh, in, out, Partial(sh), 4);
   } else {
-    MatVec<kByRow, kInJH, kMaxRank>(sh, in, out, r);
+    MatVec<kByRow, kInJH, kMaxRank>(sh, in, out, Partial(sh), r);
   }
 }
 
-// x / s for a positive scale s: a reciprocal multiply when 1 / s is a normal float (it may
-// differ from the division in the last bit, which moves a code only at an exact rounding tie),
-// the division otherwise (subnormal scales, where 1 / s overflows).
+// x / s for a positive scale s, without a branch: (x * pre) * (1 / (s * pre)) with a power of
+// two `pre` that makes 1 / (s * pre) a normal float (2^64 for subnormal scales, where 1 / s
+// overflows; 2^-64 above 2^100, never reached by states within the format's 2^64 bound). The
+// scaling is exact, so this is the reciprocal multiply of the scaled pair: it may differ from the
+// division in the last bit, which moves a code only at an exact rounding tie.
 struct Divider {
-  float s, inv;
-  bool exact;
-  __device__ explicit Divider(float scale) : s(scale), inv(1.0f / scale), exact(scale < 1.1754944e-38f || scale > 8.5e37f) {}
-  __device__ float operator()(float x) const { return exact ? x / s : x * inv; }
+  float pre, inv;
+  __device__ explicit Divider(float scale)
+      : pre(scale < 1.1754944e-38f ? 18446744073709551616.0f : scale > 1.2676506e30f ? 5.421010862e-20f : 1.0f),
+        inv(1.0f / (scale * pre)) {}
+  __device__ float operator()(float x) const { return (x * pre) * inv; }
 };
+
+// rne(x) for |x| <= 2^22 by the 1.5 * 2^23 magic add (the FADD rounds to nearest even in the
+// FP32 pipe; one integer subtract recovers the value), instead of the quarter-rate F2I.
+__device__ __forceinline__ int RoundToNearestEven(float x) {
+  return __float_as_int(x + 12582912.0f) - 0x4B400000;
+}
 
 // Encodes S (destroyed) into the region's payload and resets the window (n = 0, G = 0).
 __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
@@ -334,17 +450,18 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
     for (int x = 0; x < 8; ++x) reinterpret_cast<float*>(region + rv.row_scale)[a0 + 16 * x] = sk[x];
   }
   __syncthreads();  // col_max cleared
-  const Divider div_k[8] = {Divider(sk[0]), Divider(sk[1]), Divider(sk[2]), Divider(sk[3]),
-                            Divider(sk[4]), Divider(sk[5]), Divider(sk[6]), Divider(sk[7])};
   // t = E / s_k, then the column maxima (non-negative floats order like their bit patterns).
+#pragma unroll
+  for (int x = 0; x < 8; ++x) {
+    const Divider div_k(sk[x]);
+#pragma unroll
+    for (int y = 0; y < 8; ++y) e[x][y] = div_k(e[x][y]);
+  }
 #pragma unroll
   for (int y = 0; y < 8; ++y) {
     float m = 0.0f;
 #pragma unroll
-    for (int x = 0; x < 8; ++x) {
-      e[x][y] = div_k[x](e[x][y]);
-      m = fmaxf(m, fabsf(e[x][y]));
-    }
+    for (int x = 0; x < 8; ++x) m = fmaxf(m, fabsf(e[x][y]));
     atomicMax(&sh.col_max[j0 + 16 * y], __float_as_int(m));
   }
   __syncthreads();
@@ -363,7 +480,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
       const Divider div_v(sv[y]);
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
-        const int c = max(-127, min(127, __float2int_rn(127.0f * div_v(e[x][y]))));
+        const int c = RoundToNearestEven(fminf(fmaxf(127.0f * div_v(e[x][y]), -127.0f), 127.0f));
         sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x] = static_cast<int8_t>(c);
       }
     }

@@ -2,10 +2,15 @@
 // reference::WindowState::Step). One CTA of 128 threads per (request, head):
 //   A. the 16 KiB of int8 codes are requested first (8 x 16 B per lane, in flight during the
 //      rest of the prologue); inputs are normalised, the window's log-gate advanced, and the
-//      read vectors y = exp(G) * x (x = k, q) and s_k * y staged in shared memory;
+//      read vectors y = exp(G) * x (x = k, q) and s_k * y (as fp16 hi + lo) staged in shared
+//      memory;
 //   B. the short dot products: each compensator's key factor and each record's key with the
 //      decayed k and q (one warp per item);
-//   C. the code pass: eight lanes per value row, both readouts from one read of the codes;
+//   C. the code pass on tensor cores: the codes times [y_k, y_q] is a [128 x 128] x [128 x 2]
+//      product; each warp runs mma.sync m16n8k16 on its 32 value rows, codes converted exactly
+//      to fp16 and the read vectors split into fp16 hi + lo parts (fp32 accumulation; products
+//      exact), so both readouts come from one read of the codes in about a third of the
+//      instructions of the CUDA-core version;
 //   D. thread j owns value column j: adds the compensator and record terms, forms u_j, finds
 //      the new record's scale (block max), rounds, writes o_j and appends the record.
 // Only the record append and o are written; the boundary payload is read once.
@@ -46,25 +51,46 @@ __device__ __forceinline__ float RecordScale(float max_abs) {
   return ldexpf(1.0f, e - 1);
 }
 
-// Four int8 codes (one 32-bit word) to floats, exactly: each byte biased by 128 becomes the low
-// mantissa byte of 2^23 (PRMT), and one FADD removes 2^23 + 128. Avoids the quarter-rate I2F.
-__device__ __forceinline__ void Int8x4ToFloat(uint32_t w, float f[4]) {
-  const uint32_t biased = w ^ 0x80808080u;
-  f[0] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650)) - 8388736.0f;
-  f[1] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7651)) - 8388736.0f;
-  f[2] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7652)) - 8388736.0f;
-  f[3] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7653)) - 8388736.0f;
+// Two int8 codes (bytes 0-1 or 2-3 of `biased` = word ^ 0x80808080) as an exact half2: each
+// biased byte b becomes the low mantissa byte of 1024 (fp16 0x6400 | b = 1024 + b), and one
+// HSUB2 removes 1024 + 128.
+__device__ __forceinline__ uint32_t BiasedBytesToHalf2(uint32_t biased, uint32_t selector) {
+  const uint32_t h = __byte_perm(biased, 0x64646464u, selector);
+  __half2 x = *reinterpret_cast<const __half2*>(&h);
+  x = __hsub2(x, __half2half2(__ushort_as_half(0x6480)));  // 1152 = 1024 + 128
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+
+// D += A B for one m16n8k16 tile: A row-major fp16 (4 regs), B column-major fp16 (2 regs),
+// D fp32 (4 regs), in the PTX fragment layout.
+__device__ __forceinline__ void MmaF16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The power of two that brings max_abs into [2^14, 2^15) (fp16 hi + lo split without overflow,
+// and without losing small vectors to fp16 underflow); clamped to a normal float.
+__device__ __forceinline__ int SplitExponent(float max_abs) {
+  if (!(max_abs > 0.0f)) return 0;
+  int e = 0;
+  frexpf(max_abs, &e);  // max_abs in [2^(e-1), 2^e)
+  return max(-120, min(120, 15 - e));
 }
 
 template <bool kKda, typename TIn, typename TOut>
 __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   __shared__ float s_yk[kD], s_yq[kD];    // exp(G) * x
-  __shared__ float s_ysk[kD], s_ysq[kD];  // s_k * exp(G) * x
+  // s_k * exp(G) * x (x = k, q) times a per-vector power of two, split into fp16 hi + lo:
+  // rows [k hi, k lo, q hi, q lo], the B operand of the code pass.
+  __shared__ __align__(16) __half s_ysplit[4][kD];
   __shared__ float s_xk[kD], s_xq[kD];    // prepared k and q
   __shared__ float s_G[kD];               // the advanced cumulative log-gate
   __shared__ float s_acc_k[kD], s_acc_q[kD];
   __shared__ float s_dot_k[kMaxItems], s_dot_q[kMaxItems];
-  __shared__ float s_red[kThreads / 32];
+  __shared__ float s_red[3 * kThreads / 32];
   // The open window's records, the compensators and the scales, staged by cp.async.
   __shared__ __align__(16) __half s_rec_k[kMaxWindow][kD];
   __shared__ __align__(16) __half s_rec_u[kMaxWindow][kD];
@@ -90,13 +116,15 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
     return;
   }
 
-  // A. Issue the code loads first: rows 32 warp + 4 it + group, bytes [16 part, +16).
-  const int group = lane / 8, part = lane % 8;
-  uint4 codes[8];
+  // A. Issue the code loads first, in the mma fragment layout of phase C: warp w owns value
+  // rows 32 w + 16 mt + {g, g + 8} (g = lane / 4, mt = 0, 1); lane quad c = lane % 4 reads
+  // bytes [16 c, +16) and [64 + 16 c, +16) of each (64 contiguous bytes per row and load).
+  const int g = lane / 4, c4 = lane % 4;
+  uint4 codes[8];  // [mt][row g / g + 8][low / high half of the row]
 #pragma unroll
-  for (int it = 0; it < 8; ++it) {
-    const int j = 32 * warp + 4 * it + group;
-    codes[it] = __ldcs(reinterpret_cast<const uint4*>(region + rv.codes + j * kD) + part);
+  for (int i = 0; i < 8; ++i) {
+    const int j = 32 * warp + 16 * (i / 4) + g + 8 * ((i / 2) % 2);
+    codes[i] = __ldcs(reinterpret_cast<const uint4*>(region + rv.codes + j * kD + 64 * (i % 2) + 16 * c4));
   }
   BlockCopyAsync(s_rec_k, region + rv.rec_k, n * kD * 2);
   BlockCopyAsync(s_rec_u, region + rv.rec_u, n * kD * 2);
@@ -128,12 +156,23 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   s_xq[t] = qv;
   s_yk[t] = e * kv;
   s_yq[t] = e * qv;
-  s_ysk[t] = sk_row * (e * kv);
-  s_ysq[t] = sk_row * (e * qv);
   s_G[t] = Gt;
+  const float ysk = sk_row * (e * kv), ysq = sk_row * (e * qv);
+  float maxima[3] = {fabsf(kv), fabsf(ysk), fabsf(ysq)};
+  BlockMaxN<kThreads, 3>(maxima, s_red);  // barrier
   // The new record's key: scaled by a power of two and rounded to fp16 (as stored).
-  const float k_scale = RecordScale(BlockMax<kThreads>(fabsf(kv), s_red));  // barrier
+  const float k_scale = RecordScale(maxima[0]);
   const float k_rec = RoundToHalf(kv / k_scale);
+  // The code pass's operands: y * 2^ex = hi + lo in fp16 (hi + lo carries 22 bits of y).
+  const int ex_k = SplitExponent(maxima[1]), ex_q = SplitExponent(maxima[2]);
+  {
+    const float yk = ldexpf(ysk, ex_k), yq = ldexpf(ysq, ex_q);
+    const __half yk_hi = __float2half_rn(yk), yq_hi = __float2half_rn(yq);
+    s_ysplit[0][t] = yk_hi;
+    s_ysplit[1][t] = __float2half_rn(yk - __half2float(yk_hi));
+    s_ysplit[2][t] = yq_hi;
+    s_ysplit[3][t] = __float2half_rn(yq - __half2float(yq_hi));
+  }
 
   // B. Dot products of length dk, one warp per item: compensators 0..r-1, records 0..n-1,
   // and the new record's key with q (its scale w is known only after u).
@@ -181,33 +220,54 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   }
   const float knq = BlockSum<kThreads>(k_rec * qv, s_red);  // barrier: B's results visible
 
-  // C. The code pass: this lane's 16 key indices [16 part, +16).
-  float yk[16], yq[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    yk[i] = s_ysk[16 * part + i];
-    yq[i] = s_ysq[16 * part + i];
-  }
-#pragma unroll
-  for (int it = 0; it < 8; ++it) {
-    const uint32_t w4[4] = {codes[it].x, codes[it].y, codes[it].z, codes[it].w};
-    float ak = 0.0f, aq = 0.0f;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      float f[4];
-      Int8x4ToFloat(w4[c], f);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        ak = fmaf(f[i], yk[4 * c + i], ak);
-        aq = fmaf(f[i], yq[4 * c + i], aq);
-      }
+  // C. The code pass. Key index permutation: k-tile kt of the mma takes, for lane quad c, the
+  // four codes a = base(kt, c) + 0..3 of one 32-bit word this lane loaded (a0/a2 get codes 0-1
+  // and 2-3 of row g, a1/a3 those of row g + 8); B column n = g < 4 is row g of s_ysplit at
+  // the same a. Any permutation of the key index gives the same sum.
+  uint32_t bfrag[8][2];
+  {
+    uint4 lo = make_uint4(0, 0, 0, 0), lo2 = lo, hi = lo, hi2 = lo;
+    if (g < 4) {
+      const uint4* y = reinterpret_cast<const uint4*>(s_ysplit[g]);  // 8 halves per uint4
+      lo = y[2 * c4];
+      lo2 = y[2 * c4 + 1];
+      hi = y[8 + 2 * c4];
+      hi2 = y[8 + 2 * c4 + 1];
     }
-    ak = GroupSum<8>(ak);
-    aq = GroupSum<8>(aq);
-    if (part == 0) {
-      const int j = 32 * warp + 4 * it + group;
-      s_acc_k[j] = ak;
-      s_acc_q[j] = aq;
+    const uint4 parts[4] = {lo, lo2, hi, hi2};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      bfrag[2 * q][0] = parts[q].x;
+      bfrag[2 * q][1] = parts[q].y;
+      bfrag[2 * q + 1][0] = parts[q].z;
+      bfrag[2 * q + 1][1] = parts[q].w;
+    }
+  }
+  const float unscale_k = ldexpf(1.0f, -ex_k), unscale_q = ldexpf(1.0f, -ex_q);
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      // Word kt of the row's 32 bytes: kt < 4 from the low uint4, else from the high one.
+      auto word = [&](const uint4& v) {
+        const int w = kt % 4;
+        return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+      };
+      const uint32_t w0 = word(codes[4 * mt + (kt / 4)]) ^ 0x80808080u;      // row g
+      const uint32_t w1 = word(codes[4 * mt + 2 + (kt / 4)]) ^ 0x80808080u;  // row g + 8
+      const uint32_t a[4] = {BiasedBytesToHalf2(w0, 0x5140), BiasedBytesToHalf2(w1, 0x5140),
+                             BiasedBytesToHalf2(w0, 0x5342), BiasedBytesToHalf2(w1, 0x5342)};
+      MmaF16(d, a, bfrag[kt][0], bfrag[kt][1]);
+    }
+    // Lane quad 0 holds columns (k hi, k lo), quad 1 (q hi, q lo), rows g and g + 8.
+    const int j = 32 * warp + 16 * mt + g;
+    if (c4 == 0) {
+      s_acc_k[j] = (d[0] + d[1]) * unscale_k;
+      s_acc_k[j + 8] = (d[2] + d[3]) * unscale_k;
+    } else if (c4 == 1) {
+      s_acc_q[j] = (d[0] + d[1]) * unscale_q;
+      s_acc_q[j + 8] = (d[2] + d[3]) * unscale_q;
     }
   }
   __syncthreads();

@@ -16,6 +16,13 @@ __device__ __forceinline__ void StoreFromFloat(float* p, int i, float x) { p[i] 
 __device__ __forceinline__ void StoreFromFloat(__nv_bfloat16* p, int i, float x) {
   p[i] = __float2bfloat16_rn(x);
 }
+// p[i], p[i + 1] = x0, x1 as one store (i even, p aligned to the pair).
+__device__ __forceinline__ void StorePairFromFloat(float* p, int i, float x0, float x1) {
+  *reinterpret_cast<float2*>(p + i) = make_float2(x0, x1);
+}
+__device__ __forceinline__ void StorePairFromFloat(__nv_bfloat16* p, int i, float x0, float x1) {
+  *reinterpret_cast<__nv_bfloat162*>(p + i) = __floats2bfloat162_rn(x0, x1);
+}
 
 // Sum over lanes that differ only in the low log2(width) bits.
 template <int kWidth>
@@ -90,6 +97,13 @@ __device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
 }
 
 __device__ __forceinline__ void CopyAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::); }
+// Closes the group of copies issued so far; CopyAsyncWaitGroup<N> waits until at most N of the
+// most recent groups are still in flight (so staging can be consumed in order of issue).
+__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CopyAsyncWaitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // The block copies `bytes` rounded up to 16 (both pointers 16-byte aligned; the rounded range
 // must be readable). Complete with CopyAsyncWaitAll() and a barrier.

@@ -5,7 +5,11 @@
 // S[a][j] with a row pitch of 129 floats, so both a row walk (thread per key row a) and a
 // column walk (thread per value column j) are free of bank conflicts. Only compressed data
 // crosses HBM: a refit reads the payload and p records and writes the new payload.
-//   Reconstruct: S = diag(exp(G)) B + sum_j w_j diag(exp(G - G_j)) k_j u_j^T
+//   Reconstruct: S = diag(exp(G)) B + sum_j w_j diag(exp(G - G_j)) k_j u_j^T, the records and
+//                compensators folded on tensor cores as one [dk x (n + r)] x [(n + r) x dv]
+//                product, the codes' term added in the epilogue. The refit keeps the result
+//                in shared memory; the decode writes it to global memory from the mma
+//                accumulators.
 //   Encode:      Y = S Omega, Qk = orth(Y), Z = S^T Qk, Qv = orth(Z), K = S Qv (one warp runs
 //                each modified Gram-Schmidt, twice), balanced fp16 pairs, residual, row
 //                smoothing, column scales, round-to-nearest-even codes.
@@ -21,6 +25,7 @@
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"
 #include "gpu/kernels/launch_support.h"
+#include "gpu/kernels/mma.cuh"
 #include "gpu/kernels/region.cuh"
 
 namespace leapcache::kernels {
@@ -35,26 +40,33 @@ constexpr int kCodePitch = kD + 16;
 constexpr float kScaleFloor = 1.40129846432481707e-45f;  // 2^-149, as reference/codec.h
 constexpr float kDependentRatio = 1.0f / 65536.0f;      // as reference/compensators.h
 
-// Shared memory of one CTA. The record arrays are sized by the pool's p at launch
-// (SharedBytes), so p = 16 leaves room for two CTAs per SM.
+// Shared memory of one CTA.
 struct Shared {
-  float S[kD * kPitch];      // the dense state S[a][j]; raw records are staged here first
+  float S[kD * kPitch];      // the dense state S[a][j]; the fold's operands live here first
   float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
   float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
-  float row_scale[kD];       // s_k
   float col_scale[kD];       // s_v / q while reconstructing, s_v while encoding
-  float decay[kD];           // exp(G[a])
+  float row_base[kD];        // s_k[a] exp(G[a]): the codes' row factor while reconstructing
+  float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
   __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
-  // Dynamic tail: the records, ka [p][kD] then u [p][kD], while reconstructing; Omega [j][h]
-  // while fitting (the records are consumed by then).
+  // Dynamic tail, sized by the pool's p at launch (SharedBytes): the raw records (k, u
+  // halves; G_rec; w) while reconstructing, Omega [j][h] while fitting (the records are
+  // consumed by then).
   __align__(16) float rec[1];
 };
 
+__host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
+// Raw record staging: k [p][kD] and u [p][kD] halves, G_rec [p][gate], w [p] floats.
+__host__ __device__ constexpr int RecordStageBytes(int p, int gate) {
+  return 2 * p * kD * 2 + RoundUp16(p * gate * 4) + RoundUp16(p * 4);
+}
+
 // Two CTAs must fit in an SM's 228 KB (with the static part and the 1 KB the driver reserves
-// per CTA): at p = 16 this is 110 KB.
-size_t SharedBytes(int p) {
-  return offsetof(Shared, rec) + sizeof(float) * std::max(2 * p * kD, kD * kMaxRank);
+// per CTA): at p = 16 this is 111,168 bytes for KDA, 102,992 for GDN.
+size_t SharedBytes(int p, int gate) {
+  return offsetof(Shared, rec) +
+         std::max<size_t>(RecordStageBytes(p, gate), sizeof(float) * kD * kMaxRank);
 }
 __device__ __forceinline__ float* Omega(Shared& sh) { return sh.rec; }
 // The fit's matrix-vector half sums [kMaxRank][kD] live in the code staging area, which holds
@@ -63,8 +75,6 @@ __device__ __forceinline__ float (*Partial(Shared& sh))[kD] {
   static_assert(sizeof(float) * kMaxRank * kD <= sizeof(Shared::codes), "partial sums fit");
   return reinterpret_cast<float (*)[kD]>(sh.codes);
 }
-__device__ __forceinline__ float* RecKa(Shared& sh) { return sh.rec; }
-__device__ __forceinline__ float* RecU(Shared& sh, int p) { return sh.rec + p * kD; }
 
 // Modified Gram-Schmidt, twice, on the r columns X[c][0..kD) (one warp; lane owns 4 entries).
 // Column c is projected against q_0..q_{c-1} (first pass), again against q_0..q_{c-1} (second
@@ -206,95 +216,168 @@ __device__ __forceinline__ float CodeToFloat(int8_t c) {
   return __uint_as_float(0x4B000000u | (static_cast<uint32_t>(static_cast<uint8_t>(c)) ^ 0x80u)) - 8388736.0f;
 }
 
+// The fold's operands, fp16 pairs packed in 32-bit words, in the state's area (which holds
+// nothing else until the fold's epilogue writes S): A hi and lo as [a][k] and B as [j][k], k
+// contiguous. k counts the n records and then the r compensators, padded with zeros to whole
+// mma k-tiles of 16. The row pitch (words) is 4 mod 8, so the 8 rows x 4 words a fragment load
+// touches fall on 32 different banks.
+struct FoldOperands {
+  uint32_t* a_hi;
+  uint32_t* a_lo;
+  uint32_t* b;
+  int pitch;   // words per row
+  int ktiles;  // k-tiles of 16
+};
+
+__device__ __forceinline__ FoldOperands FoldArea(Shared& sh, int k_total) {
+  const int ktiles = (k_total + 15) / 16;
+  const int pitch = 8 * ktiles + 4;
+  uint32_t* base = reinterpret_cast<uint32_t*>(sh.S);
+  return {base, base + kD * pitch, base + 2 * kD * pitch, pitch, ktiles};
+}
+static_assert(3 * kD * (8 * ((kMaxWindow + kMaxRank + 15) / 16) + 4) * 4 <= sizeof(Shared::S),
+              "the fold's operands fit in the state's area");
+
+__device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
 // S[a][j] from the region's payload and open window (n records, log-gate G):
 //   S = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~_h[a] U~_h[j]) + sum_rec ka[rec][a] u[rec][j]
-// with ka = w * exp(G[a] - G_rec[a]) * k_rec[a], in the reference's order of operations. All
-// global reads are asynchronous copies issued together before the first use.
-__device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView& rv, bool kda) {
+// with ka = w * exp(G[a] - G_rec[a]) * k_rec[a]. The compensator and record sums are one
+// product F = A B on tensor cores (mma.sync m16n8k16, fp16 operands, fp32 accumulation):
+//   A[a][k] = ka[k][a] (k < n), exp(G[a]) K~_{k-n}[a] (n <= k < n + r);
+//   B[k][j] = u[k][j], U~_{k-n}[j]: fp16 values already, so exact.
+// A is fp32: each row a is scaled by the power of two 2^e_a that brings its largest entry into
+// [2^14, 2^15) and split into fp16 hi + lo (22 significant bits; both products exact, fp32
+// sums); the epilogue multiplies by 2^-e_a, exactly. A per-row scale keeps the rows of KDA
+// channels that decayed far below the others at full relative precision. The fp32 CUDA-core
+// version spent about half of the refit's arithmetic on these sums.
+// Elements leave in pairs through emit(a, j, S[a][j], S[a][j + 1]) straight from the
+// accumulators: the refit keeps S in shared memory, the decode writes it to global memory without
+// a shared-memory round trip.
+template <typename Emit>
+__device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView& rv, bool kda,
+                            Emit emit) {
   const int t = threadIdx.x;
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
-  // Stage: codes into sh.codes; raw records (k, u halves; w; G_rec) into the S area.
-  unsigned char* raw = reinterpret_cast<unsigned char*>(sh.S);
+  const int r = rv.r;
+  // Every global read is an asynchronous copy issued up front, in two groups: the records and
+  // compensators (the fold's operands are built from them first), then the codes (needed only
+  // by the epilogue, so they stay in flight while the operands are built and multiplied).
+  // Compensators (fp16 [r][kD + kD]) are staged in the key-factor area, free until the fit.
+  unsigned char* raw = reinterpret_cast<unsigned char*>(sh.rec);
   const int k_bytes = n * kD * 2, g_bytes = n * rv.gate * 4;
-  for (int c = t; c < kD * kD / 16; c += kThreads) {
-    CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
-  }
   BlockCopyAsync(raw, region + rv.rec_k, k_bytes);
   BlockCopyAsync(raw + k_bytes, region + rv.rec_u, k_bytes);
   BlockCopyAsync(raw + 2 * k_bytes, region + rv.rec_g, g_bytes);
-  BlockCopyAsync(raw + 2 * k_bytes + ((g_bytes + 15) / 16) * 16, region + rv.rec_w, n * 4);
-  const float* G = reinterpret_cast<const float*>(region + rv.window + 16);
-  const __half* comp = reinterpret_cast<const __half*>(region + rv.comp);
-  if (t < kD) {
-    sh.row_scale[t] = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
-    sh.col_scale[t] = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
+  BlockCopyAsync(raw + 2 * k_bytes + RoundUp16(g_bytes), region + rv.rec_w, n * 4);
+  static_assert(sizeof(Shared::kf) >= kMaxRank * 2 * kD * 2,
+                "compensators fit in the key-factor area");
+  BlockCopyAsync(&sh.kf[0][0], region + rv.comp, r * 2 * kD * 2);
+  CopyAsyncCommit();
+  for (int c = t; c < kD * kD / 16; c += kThreads) {
+    CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
   }
-  const float g_here = t < kD ? G[kda ? t : 0] : 0.0f;
-  if (t < kD) sh.decay[t] = expf(g_here);
-  for (int i = t; i < rv.r * kD; i += kThreads) {
-    sh.kf[i / kD][i % kD] = __half2float(comp[(i / kD) * 2 * kD + i % kD]);
-    sh.vf[i / kD][i % kD] = __half2float(comp[(i / kD) * 2 * kD + kD + i % kD]);
+  CopyAsyncCommit();
+  if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
+  const float* G = reinterpret_cast<const float*>(region + rv.window + 16);
+  const int a = t / 2, par = t % 2;  // thread pair (2a, 2a + 1) builds row a of A and column a of B
+  const float g_a = G[kda ? a : 0];
+  const float row_scale =
+      rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[a] : 1.0f;
+  const __half* rec_k = reinterpret_cast<const __half*>(raw);
+  const __half* rec_u = reinterpret_cast<const __half*>(raw + k_bytes);
+  const float* rec_g = reinterpret_cast<const float*>(raw + 2 * k_bytes);
+  const float* rec_w = reinterpret_cast<const float*>(raw + 2 * k_bytes + RoundUp16(g_bytes));
+  const __half* comp = reinterpret_cast<const __half*>(&sh.kf[0][0]);
+  const FoldOperands f = FoldArea(sh, n + r);
+  CopyAsyncWaitGroup<1>();
+  __syncthreads();
+  const int pairs = 4 * f.ktiles * 2;  // k pairs per row, padding included
+  {
+    // A: the thread pair owns row a, the even and the odd k pairs.
+    const float decay = expf(g_a);
+    auto entry = [&](int k) -> float {
+      if (k < n) {
+        const float d = expf(g_a - rec_g[k * rv.gate + (kda ? a : 0)]);
+        return rec_w[k] * d * __half2float(rec_k[k * kD + a]);
+      }
+      return k < n + r ? decay * __half2float(comp[(k - n) * 2 * kD + a]) : 0.0f;
+    };
+    float mx = 0.0f;
+    for (int m = par; 2 * m < n + r; m += 2) {
+      mx = fmaxf(mx, fmaxf(fabsf(entry(2 * m)), fabsf(entry(2 * m + 1))));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    const int e = SplitExponent(mx);
+    const float scale = PowerOfTwo(e);
+    if (par == 0) {
+      sh.fold_unscale[a] = PowerOfTwo(-e);
+      sh.row_base[a] = row_scale * decay;
+    }
+    for (int m = par; m < pairs; m += 2) {
+      const float x0 = entry(2 * m) * scale, x1 = entry(2 * m + 1) * scale;
+      const __half2 hi = __floats2half2_rn(x0, x1);
+      const float2 hf = __half22float2(hi);
+      f.a_hi[a * f.pitch + m] = Half2Bits(hi);
+      f.a_lo[a * f.pitch + m] = Half2Bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+    }
+  }
+  {
+    // B: the thread pair owns column j = a.
+    const int j = a;
+    auto entry = [&](int k) -> __half {
+      if (k < n) return rec_u[k * kD + j];
+      return k < n + r ? comp[(k - n) * 2 * kD + kD + j] : __float2half_rn(0.0f);
+    };
+    for (int m = par; m < pairs; m += 2) {
+      f.b[j * f.pitch + m] = Half2Bits(__halves2half2(entry(2 * m), entry(2 * m + 1)));
+    }
   }
   CopyAsyncWaitAll();
-  __syncthreads();
-  // Records to floats: ka[rec][a] and u[rec][j].
-  {
-    const __half* rk = reinterpret_cast<const __half*>(raw);
-    const __half* ru = reinterpret_cast<const __half*>(raw + k_bytes);
-    const float* rg = reinterpret_cast<const float*>(raw + 2 * k_bytes);
-    const float* rw = reinterpret_cast<const float*>(raw + 2 * k_bytes + ((g_bytes + 15) / 16) * 16);
-    float* ka = RecKa(sh);
-    float* u = RecU(sh, rv.p);
-    for (int i = t; i < n * kD; i += kThreads) {
-      const int rec = i / kD, x = i % kD;
-      const float decay = expf(G[kda ? x : 0] - rg[rec * rv.gate + (kda ? x : 0)]);
-      ka[i] = rw[rec] * decay * __half2float(rk[i]);
-      u[i] = __half2float(ru[i]);
+  __syncthreads();  // operands built, codes landed
+  // F on tensor cores: warp w owns rows [16 w, 16 w + 16) and all 128 columns (16 n-tiles).
+  const int warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4;
+  float acc[kD / 8][4] = {};
+  for (int kt = 0; kt < f.ktiles; ++kt) {
+    const int r0 = (16 * warp + gid) * f.pitch + 8 * kt + tig, r1 = r0 + 8 * f.pitch;
+    const uint32_t hi[4] = {f.a_hi[r0], f.a_hi[r1], f.a_hi[r0 + 4], f.a_hi[r1 + 4]};
+    const uint32_t lo[4] = {f.a_lo[r0], f.a_lo[r1], f.a_lo[r0 + 4], f.a_lo[r1 + 4]};
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int c0 = (8 * nt + gid) * f.pitch + 8 * kt + tig;
+      const uint32_t b0 = f.b[c0], b1 = f.b[c0 + 4];
+      MmaF16(acc[nt], lo, b0, b1);
+      MmaF16(acc[nt], hi, b0, b1);
     }
   }
-  __syncthreads();  // raw staging (in S) fully consumed
-  const int a0 = TileRow(), j0 = TileCol();
-  float acc[8][8];
-  {
-    float sk[8], cf[8];
-    Load8Strided(sh.row_scale + a0, sk);
-    Load8Strided(sh.col_scale + j0, cf);
+  __syncthreads();  // every warp's operands are read before S overwrites them
+  // Epilogue: S = code * (s_k exp(G)) * s_v / q + F 2^-e_a, in the accumulators' layout
+  // (rows gid and gid + 8 of the warp's 16, columns j = 8 nt + 2 tig and j + 1, emitted as a pair).
+  const int a0 = 16 * warp + gid, a1 = a0 + 8;
+  const float base0 = sh.row_base[a0], base1 = sh.row_base[a1];
+  const float un0 = sh.fold_unscale[a0], un1 = sh.fold_unscale[a1];
 #pragma unroll
-    for (int y = 0; y < 8; ++y) {
-#pragma unroll
-      for (int x = 0; x < 8; ++x) {
-        const float code = CodeToFloat(sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x]);
-        acc[x][y] = code * sk[x] * cf[y];
-      }
-    }
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    const int j = 8 * nt + 2 * tig;
+    const float2 cf = *reinterpret_cast<const float2*>(sh.col_scale + j);
+    const int8_t* code0 = sh.codes + j * kCodePitch;
+    const int8_t* code1 = code0 + kCodePitch;
+    emit(a0, j, fmaf(acc[nt][0], un0, CodeToFloat(code0[a0]) * base0 * cf.x),
+         fmaf(acc[nt][1], un0, CodeToFloat(code1[a0]) * base0 * cf.y));
+    emit(a1, j, fmaf(acc[nt][2], un1, CodeToFloat(code0[a1]) * base1 * cf.x),
+         fmaf(acc[nt][3], un1, CodeToFloat(code1[a1]) * base1 * cf.y));
   }
-  AddCompensators(sh, rv.r, a0, j0, acc);
-  {
-    float d[8];
-    Load8Strided(sh.decay + a0, d);
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-#pragma unroll
-      for (int y = 0; y < 8; ++y) acc[x][y] *= d[x];
-    }
-  }
-  const float* ka = RecKa(sh);
-  const float* u = RecU(sh, rv.p);
-  for (int rec = 0; rec < n; ++rec) {
-    float kv[8], uv[8];
-    Load8Strided(ka + rec * kD + a0, kv);
-    Load8Strided(u + rec * kD + j0, uv);
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-#pragma unroll
-      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], uv[y], acc[x][y]);
-    }
-  }
-#pragma unroll
-  for (int x = 0; x < 8; ++x) {
-#pragma unroll
-    for (int y = 0; y < 8; ++y) sh.S[(a0 + 16 * x) * kPitch + j0 + 16 * y] = acc[x][y];
-  }
+}
+
+// Reconstruct into sh.S (complete for every thread on return).
+__device__ __forceinline__ void ReconstructShared(Shared& sh, const uint8_t* region,
+                                                  const RegionView& rv, bool kda) {
+  Reconstruct(sh, region, rv, kda, [&](int a, int j, float s0, float s1) {
+    sh.S[a * kPitch + j] = s0;
+    sh.S[a * kPitch + j + 1] = s1;
+  });
   __syncthreads();
 }
 
@@ -542,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
     const int count = s_count;
     for (int i = 0; i < count; ++i) {
       uint8_t* region = region_of(s_due[i]);
-      Reconstruct(sh, region, a.rv, a.kda);
+      ReconstructShared(sh, region, a.rv, a.kda);
       EncodeInto(sh, region, a.rv);
       __syncthreads();  // the next item's staging overwrites what this one read last
     }
@@ -586,11 +669,17 @@ __global__ void __launch_bounds__(kThreads, 2) DecodeKernel(RegionArgs a) {
     for (int i = threadIdx.x; i < kD * kD; i += kThreads) StoreFromFloat(out, i, 0.0f);
     return;
   }
-  Reconstruct(sh, region, a.rv, a.kda);
-  for (int i = threadIdx.x; i < kD * kD; i += kThreads) {
-    const int hi = i / kD, lo = i % kD;
-    StoreFromFloat(out, i, a.kv_layout ? sh.S[hi * kPitch + lo] : sh.S[lo * kPitch + hi]);
-  }
+  // Straight from the fold's accumulators: per store instruction a warp writes 8 rows x 32
+  // bytes ([K,V]) or 4 columns x 8 consecutive keys ([V,K]), whole 32-byte sectors either way.
+  const bool kv = a.kv_layout != 0;
+  Reconstruct(sh, region, a.rv, a.kda, [&](int row, int j, float s0, float s1) {
+    if (kv) {
+      StorePairFromFloat(out, row * kD + j, s0, s1);
+    } else {
+      StoreFromFloat(out, j * kD + row, s0);
+      StoreFromFloat(out, (j + 1) * kD + row, s1);
+    }
+  });
 }
 
 }  // namespace
@@ -606,11 +695,11 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
   if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
   static const Status attr = CudaStatus(
       [] {
-        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow));
+        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
         return e;
       }(),
       "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
@@ -636,7 +725,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
                layout.spec.kind == StateKind::kKda};
   // One CTA per resident slot (two per SM), never more than there are heads.
   const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
-  RefitKernel<<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
+  RefitKernel<<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }
@@ -650,9 +739,9 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
   if (p.dtype == DType::kBf16) {
-    EncodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
+    EncodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
   } else {
-    EncodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
+    EncodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
@@ -667,9 +756,9 @@ Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
   if (p.dtype == DType::kBf16) {
-    DecodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
+    DecodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
   } else {
-    DecodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p), stream>>>(a);
+    DecodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

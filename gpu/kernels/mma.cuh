@@ -1,0 +1,33 @@
+// Tensor-core helpers shared by the step and the refit: one mma.sync tile and the power-of-two
+// scaling that lets an fp32 operand be split exactly enough into fp16 hi + lo parts.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace leapcache::kernels {
+
+// D += A B for one m16n8k16 tile: A row-major fp16 (4 regs), B column-major fp16 (2 regs),
+// D fp32 (4 regs), in the PTX fragment layout.
+__device__ __forceinline__ void MmaF16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The power of two that brings max_abs into [2^14, 2^15) (fp16 hi + lo split without overflow,
+// and without losing small vectors to fp16 underflow); clamped to a normal float.
+__device__ __forceinline__ int SplitExponent(float max_abs) {
+  if (!(max_abs > 0.0f)) return 0;
+  int e = 0;
+  frexpf(max_abs, &e);  // max_abs in [2^(e-1), 2^e)
+  return max(-120, min(120, 15 - e));
+}
+
+// 2^e for e in [-126, 127], exactly, without the ldexpf library sequence.
+__device__ __forceinline__ float PowerOfTwo(int e) { return __int_as_float((e + 127) << 23); }
+
+}  // namespace leapcache::kernels

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "service/core/memory_tier.h"
+#include "service/core/page_allocator.h"
 
 namespace leapcache::core {
 
@@ -41,16 +42,12 @@ class HostTier final : public MemoryTier {
 
  private:
   HostTier(std::string name, uint8_t* base, size_t page_bytes, size_t capacity_pages);
-  absl::Status CheckRange(PageId page, size_t offset, size_t n) const;
 
   const std::string name_;
   uint8_t* const base_;  // owned; std::aligned_alloc'ed
   const size_t page_bytes_;
   const size_t capacity_pages_;
-
-  mutable absl::Mutex mu_;
-  std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);     // LIFO: reuse warm pages first
-  std::vector<bool> allocated_ ABSL_GUARDED_BY(mu_);  // catches double frees
+  PageAllocator pages_;
 };
 
 }  // namespace leapcache::core

@@ -1,11 +1,12 @@
 // Host-side support shared by the launchers: argument validation (every message names the
 // argument) and device facts.
-#include <cstdint>
-#include <string>
-
 #include "gpu/kernels/launch_support.h"
 
 #include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
 
 namespace leapcache::kernels {
 
@@ -56,14 +57,27 @@ Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
   return OkStatus();
 }
 
+int CurrentDevice() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
 int SmCount() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    cudaGetDevice(&dev);
+  constexpr int kMaxDevices = 64;
+  static std::array<std::atomic<int>, kMaxDevices> counts{};  // 0: not read yet
+  const int dev = CurrentDevice();
+  if (dev < 0 || dev >= kMaxDevices) return 1;
+  int n = counts[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
     cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return n > 0 ? n : 1;
-  }();
-  return count;
+    n = n > 0 ? n : 1;
+    counts[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 }  // namespace leapcache::kernels

@@ -1,6 +1,10 @@
 // Host-side helpers the launchers share: argument validation and device facts.
 #pragma once
 
+#include <array>
+#include <mutex>
+#include <optional>
+
 #include "gpu/kernels/kernels.h"
 
 namespace leapcache::kernels {
@@ -8,7 +12,25 @@ namespace leapcache::kernels {
 Status ValidateStepParams(const StepParams& p, int dk);
 Status ValidatePoolLayout(const PoolLayout& l, const void* pool);
 
-// Multiprocessors of the current device (read once).
+// Multiprocessors of the current device (read once per device).
 int SmCount();
+
+// The current CUDA device, or -1 if there is none.
+int CurrentDevice();
+
+// Runs `init` once per CUDA device, the first time a launcher runs on it, and returns its status
+// on every call from that device. Kernel attributes (cudaFuncSetAttribute) belong to one device's
+// context, so a process driving several GPUs must set them on each. One cache per call site.
+template <typename Init>
+Status OncePerDevice(Init&& init) {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mu;
+  static std::array<std::optional<Status>, kMaxDevices> done;
+  const int device = CurrentDevice();
+  if (device < 0 || device >= kMaxDevices) return InternalError("no current CUDA device");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done[device].has_value()) done[device] = init();
+  return *done[device];
+}
 
 }  // namespace leapcache::kernels

@@ -693,7 +693,8 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
   LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
   if (batch < 0) return InvalidArgumentError("batch must be >= 0");
   if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
-  static const Status attr = CudaStatus(
+  return OncePerDevice([] {
+    return CudaStatus(
       [] {
         cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
         if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
@@ -703,7 +704,7 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
         return e;
       }(),
       "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
-  return attr;
+  });
 }
 
 Status ValidateDense(const DenseParams& p) {

@@ -1,6 +1,9 @@
 // leapcache-cli: a command-line client of the leapcache service, on the C++ client library.
 //
-//   leapcache-cli [--server HOST:PORT] COMMAND [OPTIONS]
+//   leapcache-cli [--server HOST:PORT] [TLS and token options] COMMAND [OPTIONS]
+//
+// TLS and token options (cli_security.h): --tls-ca FILE [--tls-cert FILE --tls-key FILE]
+// [--tls-server-name NAME] [--token-file FILE]; the token may also come from $LEAPCACHE_TOKEN.
 //
 //   register --tenant T --layers L --heads H [--dk 128] [--dv 128] [--kind gdn|kda]
 //            [--codec leap|fp32|bf16|fp16|int-row|int-col] [--bits 8] [--p 16] [--r 4]
@@ -34,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_args.h"
+#include "client/cli/cli_security.h"
 #include "gpu/format.h"
 #include "gpu/half.h"
 #include "gpu/tools/npy.h"
@@ -62,7 +66,9 @@ constexpr char kUsage[] =
     "KEY: --hash HEX --blocks B --tokens T, or --tokens-file F --block-tokens N (the checkpoint\n"
     "after the file's last full block). CHAIN: --tokens-file F or --hashes HEX,HEX,...\n"
     "States: float32 .npy [layers, heads, dk, dv] ([.., dv, dk] with --layout vk); several\n"
-    "--state files stack along layers. The server defaults to $LEAPCACHE_SERVER.\n";
+    "--state files stack along layers. The server defaults to $LEAPCACHE_SERVER.\n"
+    "TLS and tokens (before or after COMMAND): --tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
+    "[--tls-server-name NAME] [--tls true] [--token-file FILE]; or $LEAPCACHE_TOKEN.\n";
 
 // A failed call (exit 1) or bad usage (exit 2), with its message.
 struct Failure {
@@ -470,6 +476,7 @@ int Main(int argc, char** argv) {
   }
   std::set<std::string> allowed = known->second;
   allowed.insert(common.begin(), common.end());
+  allowed.insert(SecurityOptionNames().begin(), SecurityOptionNames().end());
   if (absl::Status st = args->CheckKnown(allowed); !st.ok()) {
     std::fprintf(stderr, "leapcache-cli %s: %s\n", command.c_str(),
                  std::string(st.message()).c_str());
@@ -487,6 +494,10 @@ int Main(int argc, char** argv) {
   options_.connect_timeout = std::min(*timeout, absl::Seconds(10));
   options_.rpc_timeout = *timeout;
   options_.transfer_timeout = *timeout;
+  if (absl::Status security = ApplySecurityOptions(*args, &options_); !security.ok()) {
+    std::fprintf(stderr, "leapcache-cli: %s\n", std::string(security.message()).c_str());
+    return kUsageError;
+  }
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Create(options_);
   absl::Status st = c.status();
   if (st.ok()) {

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace leapcache::server {
 namespace {
@@ -104,6 +105,15 @@ absl::StatusOr<double> ParseNumber(absl::string_view text) {
     return Expected("a finite number");
   }
   return v;
+}
+
+std::string FormatNumber(double value) {
+  for (int precision = 6; precision < 17; ++precision) {
+    const std::string text = absl::StrFormat("%.*g", precision, value);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == value) return text;
+  }
+  return absl::StrFormat("%.17g", value);  // always reads back exactly
 }
 
 absl::StatusOr<bool> ParseBool(absl::string_view text) {

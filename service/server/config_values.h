@@ -29,6 +29,9 @@ absl::StatusOr<absl::Duration> ParseDurationValue(absl::string_view text);
 absl::StatusOr<int64_t> ParseInteger(absl::string_view text, int64_t min, int64_t max);
 // A finite decimal number.
 absl::StatusOr<double> ParseNumber(absl::string_view text);
+// The shortest decimal that ParseNumber reads back as exactly `value` ("4096", "1234.5678"), so
+// --check-config prints the value in effect, not a rounding of it.
+std::string FormatNumber(double value);
 // true/false, yes/no, on/off, 1/0 (any case).
 absl::StatusOr<bool> ParseBool(absl::string_view text);
 

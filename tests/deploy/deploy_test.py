@@ -318,6 +318,7 @@ def cmd_chart(args):
 CHART_DERIVED_SETTINGS = {
     "listen", "metrics_listen", "port_file", "memory_budget", "spill_budget", "page_bytes",
     "eviction_policy", "eviction_half_life", "promote_on_hit", "shutdown_grace",
+    "tls_cert_file", "tls_key_file", "tls_client_ca_file", "tokens_file",
 }
 
 
@@ -326,6 +327,30 @@ def clean_env(extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEAPCACHE_")}
     env.update(extra or {})
     return env
+
+
+def stand_in_secrets(config_text, values, work):
+    """The rendered config names files of mounted Secrets (TLS, tokens), which --check-config
+    reads and checks. Outside a pod they do not exist: make throw-away ones (openssl, a
+    self-signed certificate that is also its own CA) and point the config at them."""
+    for section, files in (("tls", ("tls.crt", "tls.key", "ca.crt")), ("auth", None)):
+        if not values.get(section, {}).get("enabled"):
+            continue
+        mount = values[section]["mountPath"].rstrip("/")
+        local = os.path.join(work, "secret-" + section)
+        os.makedirs(local, exist_ok=True)
+        if files:
+            key, crt = os.path.join(local, "tls.key"), os.path.join(local, "tls.crt")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt,
+                            "-days", "1", "-subj", "/CN=leapcache"],
+                           check=True, capture_output=True, timeout=60)
+            shutil.copyfile(crt, os.path.join(local, "ca.crt"))
+        else:
+            with open(os.path.join(local, values[section]["key"]), "w") as f:
+                f.write("stand-in-token-0123456789 tenant\n")
+        config_text = config_text.replace(f'"{mount}/', f'"{local}/')
+    return config_text
 
 
 def check_config(server, config_text, args, env, work):
@@ -357,6 +382,7 @@ def cmd_server_config(args):
             problems.append(f"{name}: rendering failed:\n{proc.stderr.strip()}")
             continue
         text, cargs, env = config_text_and_args(manifests)
+        text = stand_in_secrets(text, values, work)
         result = check_config(args.server, text, cargs, env, work)
         if result.returncode != 0:
             problems.append(f"{name}: leapcache-server refuses the rendered config:\n"

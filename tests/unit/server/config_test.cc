@@ -35,6 +35,22 @@ TEST(ConfigValuesTest, Bytes) {
   EXPECT_EQ(FormatBytes(0), "0B");
 }
 
+// Regression (found by fuzz/config_loader_fuzzer): numbers were printed with 6 significant
+// digits, so --check-config showed 1234.57 for an effective 1234.5678 and its output, loaded
+// back, changed the setting.
+TEST(ConfigValuesTest, NumbersPrintExactly) {
+  for (double v : {4096.0, 1234.5678, 0.1, 1e-300, 123456789.125, 1.0 / 3.0}) {
+    absl::StatusOr<double> back = ParseNumber(FormatNumber(v));
+    ASSERT_TRUE(back.ok()) << FormatNumber(v);
+    EXPECT_EQ(*back, v) << FormatNumber(v);
+  }
+  EXPECT_EQ(FormatNumber(4096), "4096");
+  EXPECT_EQ(FormatNumber(1234.5678), "1234.5678");
+  absl::StatusOr<LoadedConfig> loaded = LoadConfig({"--eviction-half-life=1234.5678"}, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(absl::StrContains(DescribeConfig(*loaded), "eviction_half_life: 1234.5678  #"));
+}
+
 TEST(ConfigValuesTest, DurationsNumbersBools) {
   EXPECT_EQ(*ParseDurationValue("30s"), absl::Seconds(30));
   EXPECT_EQ(*ParseDurationValue("1h30m"), absl::Minutes(90));

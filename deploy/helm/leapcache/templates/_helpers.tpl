@@ -165,6 +165,16 @@ eviction_policy: {{ .Values.eviction.policy | quote }}
 eviction_half_life: {{ include "leapcache.scalar" .Values.eviction.halfLife | quote }}
 {{- end }}
 shutdown_grace: {{ printf "%ds" (int .Values.lifecycle.shutdownGraceSeconds) | quote }}
+{{- if .Values.tls.enabled }}
+tls_cert_file: {{ printf "%s/tls.crt" (trimSuffix "/" .Values.tls.mountPath) | quote }}
+tls_key_file: {{ printf "%s/tls.key" (trimSuffix "/" .Values.tls.mountPath) | quote }}
+{{- if .Values.tls.clientAuth }}
+tls_client_ca_file: {{ printf "%s/ca.crt" (trimSuffix "/" .Values.tls.mountPath) | quote }}
+{{- end }}
+{{- end }}
+{{- if .Values.auth.enabled }}
+tokens_file: {{ printf "%s/%s" (trimSuffix "/" .Values.auth.mountPath) .Values.auth.key | quote }}
+{{- end }}
 {{- range $key, $value := .Values.config }}
 {{ $key }}: {{ include "leapcache.scalar" $value | quote }}
 {{- end }}
@@ -184,6 +194,15 @@ shutdown_grace: {{ printf "%ds" (int .Values.lifecycle.shutdownGraceSeconds) | q
 {{- end -}}
 {{- if .Values.tls.enabled -}}
 {{- $_ := required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName -}}
+{{- end -}}
+{{- if .Values.auth.enabled -}}
+{{- $_ := required "auth.secretName is required when auth.enabled is true" .Values.auth.secretName -}}
+{{- if not .Values.tls.enabled -}}
+{{- fail "auth.enabled needs tls.enabled: bearer tokens must not cross the pod network in the clear" -}}
+{{- end -}}
+{{- if eq (trimSuffix "/" .Values.auth.mountPath) (trimSuffix "/" .Values.tls.mountPath) -}}
+{{- fail "auth.mountPath and tls.mountPath must differ" -}}
+{{- end -}}
 {{- end -}}
 {{- $pageBytes := int64 (include "leapcache.bytes" .Values.tiers.pageBytes) -}}
 {{- if lt (int64 (include "leapcache.bytes" .Values.tiers.primary.budget)) $pageBytes -}}

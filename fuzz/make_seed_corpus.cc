@@ -1,0 +1,216 @@
+// leapcache-fuzz-seeds: writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/),
+// made by the project's own writers so every seed is a valid input that reaches deep into the
+// code under test; the fuzzers mutate from there.
+//
+//   leapcache-fuzz-seeds OUT_DIR      (the committed corpus: OUT_DIR = fuzz/corpus)
+//
+// Deterministic: the same build writes the same files.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/crc32c.h"
+#include "gpu/format.h"
+#include "gpu/tools/npy.h"
+#include "leapcache/v1/state_cache.pb.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = leapcache::v1;
+using leapcache::BlobSpec;
+using leapcache::Codec;
+using leapcache::StateKind;
+
+void WriteFile(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+}
+
+// A sealed blob of `spec` with a pseudo-random payload.
+std::string SealedBlob(const BlobSpec& spec, uint32_t seed) {
+  std::vector<uint8_t> blob(leapcache::ComputeLayout(spec).blob_bytes());
+  std::mt19937 rng(seed);
+  for (size_t i = 64; i < blob.size(); ++i) blob[i] = static_cast<uint8_t>(rng());
+  leapcache::SealBlob(spec, blob);
+  return std::string(blob.begin(), blob.end());
+}
+
+std::vector<BlobSpec> SeedSpecs() {
+  std::vector<BlobSpec> specs;
+  for (int bits : {8, 6, 4}) specs.push_back(BlobSpec::Leap(StateKind::kGdn, bits, 16, 16));
+  specs.push_back(BlobSpec::Leap(StateKind::kKda, 8, 32, 16));
+  for (auto [codec, bits] : {std::pair{Codec::kFp32, 32}, {Codec::kBf16, 16}, {Codec::kFp16, 16},
+                             {Codec::kIntRow, 8}, {Codec::kIntCol, 8}}) {
+    BlobSpec s;
+    s.codec = codec;
+    s.bits = bits;
+    s.dk = 16;
+    s.dv = 16;
+    s.p = 1;
+    s.r = 0;
+    s.smoothing = false;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+void BlobCorpus(const fs::path& dir) {
+  int n = 0;
+  for (const BlobSpec& s : SeedSpecs()) {
+    if (!leapcache::ValidateSpec(s).ok()) {
+      std::fprintf(stderr, "seed spec %s is invalid\n", s.ToString().c_str());
+      std::exit(1);
+    }
+    WriteFile(dir / ("blob-" + std::to_string(n++)), SealedBlob(s, n));
+  }
+}
+
+void NpyCorpus(const fs::path& dir) {
+  const fs::path tmp = dir / "tmp.npy";
+  const std::vector<std::vector<int64_t>> shapes = {{}, {3}, {2, 3}, {1, 2, 4, 4}, {0, 5}};
+  int n = 0;
+  for (const std::vector<int64_t>& shape : shapes) {
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    std::vector<float> data(static_cast<size_t>(count));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = 0.5f * static_cast<float>(i) - 1.0f;
+    if (!leapcache::tools::WriteNpy(tmp.string(), shape, data).ok()) std::exit(1);
+    fs::rename(tmp, dir / ("npy-" + std::to_string(n++)));
+  }
+}
+
+void ConfigCorpus(const fs::path& dir) {
+  const std::vector<std::string> files = {
+      "listen: \"0.0.0.0:7470\"\nmetrics_listen: \"0.0.0.0:9470\"\n",
+      "memory_budget: 512MiB\nspill_budget: 25%\npage_bytes: 64KiB\neviction_policy: lru\n"
+      "eviction_half_life: 1024.5\npromote_on_hit: false\n",
+      "put_ttl: 20s\nmax_put_ttl: 5m\nreaper_interval: 500ms\nmax_pending_puts: 100\n",
+      "max_message_bytes: 4MiB\nchunk_bytes: 512KiB\nmax_concurrent_streams: 64\n"
+      "max_threads: 16\nkeepalive_time: 1m\nkeepalive_timeout: 20s\n"
+      "min_client_ping_interval: 10s\nmax_connection_idle: 30m\nhandshake_timeout: 5s\n"
+      "max_metadata_bytes: 16KiB\nshutdown_grace: 10s\n",
+      "tls_cert_file: \"\"\ntls_key_file: \"\"\ntls_client_ca_file: \"\"\ntokens_file: \"\"\n",
+      "# empty settings\n",
+  };
+  int n = 0;
+  for (const std::string& f : files) WriteFile(dir / ("config-" + std::to_string(n++)), f);
+}
+
+// One record of the proto request fuzzer: [kind][length u16 LE][message].
+void Record(std::string* out, uint8_t kind, const google::protobuf::Message& m) {
+  const std::string bytes = m.SerializeAsString();
+  out->push_back(static_cast<char>(kind));
+  out->push_back(static_cast<char>(bytes.size() & 0xff));
+  out->push_back(static_cast<char>(bytes.size() >> 8));
+  out->append(bytes);
+}
+
+void ProtoCorpus(const fs::path& dir) {
+  // The first namespace a fresh store registers gets id 1 and its first put id 1.
+  v1::RegisterNamespaceRequest reg;
+  reg.set_tenant("tenant-seed");
+  reg.mutable_model()->set_linear_layers(1);
+  reg.mutable_model()->set_total_heads(2);
+  reg.mutable_model()->set_dk(16);
+  reg.mutable_model()->set_dv(16);
+  reg.mutable_model()->set_kind(v1::STATE_KIND_GDN);
+  reg.mutable_format()->set_codec(v1::CODEC_LEAP);
+  reg.mutable_format()->set_bits(8);
+  reg.mutable_format()->set_p(16);
+  reg.mutable_format()->set_r(4);
+  reg.mutable_format()->set_smoothing(true);
+  const std::string hash(32, '\x11');
+
+  // Compact put: register, reserve, upload two sealed blobs, commit, lookup, get, delete.
+  std::string blobs = SealedBlob(BlobSpec::Leap(StateKind::kGdn, 8, 16, 16), 1) +
+                      SealedBlob(BlobSpec::Leap(StateKind::kGdn, 8, 16, 16), 2);
+  std::string compact;
+  Record(&compact, 0, reg);
+  v1::ReservePutRequest reserve;
+  reserve.set_namespace_id(1);
+  reserve.set_hash(hash);
+  reserve.mutable_position()->set_tokens(16);
+  reserve.mutable_position()->set_blocks(1);
+  Record(&compact, 2, reserve);
+  v1::UploadPutRequest upload;
+  upload.set_put_id(1);
+  upload.set_offset(0);
+  upload.set_data(blobs);
+  Record(&compact, 3, upload);
+  v1::CommitPutRequest commit;
+  commit.set_put_id(1);
+  commit.set_crc32c(leapcache::Crc32c(blobs.data(), blobs.size()));
+  Record(&compact, 4, commit);
+  v1::LookupRequest lookup;
+  lookup.set_namespace_id(1);
+  lookup.set_chain(std::string(32, '\x22') + hash);
+  lookup.set_block_tokens(16);
+  Record(&compact, 1, lookup);
+  v1::GetRequest get;
+  get.set_namespace_id(1);
+  get.set_hash(hash);
+  Record(&compact, 6, get);
+  get.mutable_dense()->set_dtype(v1::DTYPE_BF16);
+  get.mutable_dense()->set_layout(v1::LAYOUT_VK);
+  Record(&compact, 6, get);
+  v1::PinRequest pin;
+  pin.set_namespace_id(1);
+  pin.set_hash(hash);
+  Record(&compact, 8, pin);
+  Record(&compact, 9, v1::StatsRequest());
+  v1::DeleteRequest del;
+  del.set_namespace_id(1);
+  del.set_hash(hash);
+  Record(&compact, 7, del);
+  WriteFile(dir / "proto-compact-put", compact);
+
+  // Dense fp32 put of one head range, then an abort of a second put.
+  std::string dense;
+  Record(&dense, 0, reg);
+  reserve.mutable_dense()->set_dtype(v1::DTYPE_FP32);
+  reserve.mutable_dense()->set_layout(v1::LAYOUT_KV);
+  reserve.mutable_heads()->set_begin(0);
+  reserve.mutable_heads()->set_end(1);
+  Record(&dense, 2, reserve);
+  std::vector<float> state(16 * 16);
+  for (size_t i = 0; i < state.size(); ++i) state[i] = 0.01f * static_cast<float>(i % 37) - 0.1f;
+  upload.set_data(std::string(reinterpret_cast<const char*>(state.data()),
+                              state.size() * sizeof(float)));
+  Record(&dense, 3, upload);
+  commit.set_crc32c(leapcache::Crc32c(upload.data().data(), upload.data().size()));
+  Record(&dense, 4, commit);
+  reserve.set_hash(std::string(32, '\x33'));
+  Record(&dense, 2, reserve);
+  v1::AbortPutRequest abort;
+  abort.set_put_id(2);
+  Record(&dense, 5, abort);
+  WriteFile(dir / "proto-dense-put", dense);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const fs::path out(argv[1]);
+  for (const char* target : {"blob_parser", "npy_reader", "config_loader", "proto_request"}) {
+    fs::remove_all(out / target);
+    fs::create_directories(out / target);
+  }
+  BlobCorpus(out / "blob_parser");
+  NpyCorpus(out / "npy_reader");
+  ConfigCorpus(out / "config_loader");
+  ProtoCorpus(out / "proto_request");
+  return 0;
+}

@@ -1,0 +1,128 @@
+// leapcache data plane, engine side: attach to the service and move checkpoints straight into
+// and out of the engine's own buffers (host or CUDA memory) over UCX, instead of through gRPC
+// messages (proto/leapcache/v1/data_plane.proto).
+//
+//   auto engine = leapcache::client::AttachedEngine::Attach(
+//       {.target = "10.0.0.5:7470"}, {.name = "vllm-0", .gpu_index = 0});
+//   auto buf = (*engine)->RegisterBuffer(state_slots, slot_bytes, MemoryKind::kCuda);
+//   auto got = (*engine)->GetInto({.namespace_id = ns, .hash = chain[hit.index],
+//                                  .dense = DenseEncoding{DType::kBf16, Layout::kVK}},
+//                                 *buf, /*offset=*/0);
+//   (*engine)->PutFrom(target, DenseEncoding{DType::kBf16, Layout::kVK}, *buf, 0, bytes);
+//
+// Contracts:
+//  - Attach offers the transports of AttachOptions; the service picks one (cuda_ipc, nccl, ucx,
+//    inline: the first both sides have) and transport() says which. On inline, GetInto and
+//    PutFrom use StateCache's Get and put RPCs behind the same API, so callers need not care.
+//  - The service drives every transfer: it writes a get into the registered buffer and reads a
+//    put from it while the call runs, so the engine's buffer must stay untouched during a call.
+//    GetInto checks the bytes that landed against the service's CRC-32C (DATA_LOSS otherwise);
+//    PutFrom sends the CRC-32C of its bytes, and a put that fails is never visible.
+//  - CUDA IPC (offer kCudaIpc; chosen for an engine on the service's host): the service maps
+//    the engine's registered device buffers and copies into and out of them itself; such a
+//    session takes device buffers only.
+//  - CUDA buffers: if the transport cannot reach device memory (Debian's UCX), each registered
+//    device buffer gets a pinned host staging buffer of the same size, registered in its place;
+//    GetInto copies it to the device after the transfer, PutFrom from the device before it.
+//    Without CUDA in this build, registering kCuda memory is FAILED_PRECONDITION.
+//  - The session is kept alive by a background keepalive and ends with Detach() or the
+//    destructor. Errors are the service's (data_plane.proto) as absl::Status.
+//  - Thread-safe; calls of one engine are serialized (the service runs one per session).
+// No generated protobuf, gRPC or UCX types appear here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "leapcache/client.h"
+
+namespace leapcache::client {
+
+// Values match leapcache.v1.TransportKind.
+enum class Transport { kInline = 1, kUcx = 2, kNccl = 3, kCudaIpc = 4 };
+enum class MemoryKind { kHost = 1, kCuda = 2 };
+
+struct EngineIdentity {
+  std::string name;      // required
+  std::string host;      // empty: this machine's host name
+  uint32_t pid = 0;      // 0: this process
+  std::string gpu_uuid;  // the engine's GPU, if any
+  int gpu_index = -1;    // CUDA device index; -1: none
+};
+
+struct AttachOptions {
+  // Offered to the service; it applies its own preference.
+  std::vector<Transport> transports = {Transport::kUcx, Transport::kInline};
+  // UCX_TLS of the engine's UCX context ("tcp", "rc,sm", ...); empty: UCX's choice.
+  std::string ucx_transports;
+  // Idle time after which the service ends the session; the keepalive runs at a third of it.
+  absl::Duration session_ttl = absl::Seconds(60);
+};
+
+using BufferId = uint64_t;
+
+// What GetInto wrote: the checkpoint's description (as client.h's Checkpoint, without bytes).
+struct TransferredCheckpoint {
+  Position position;
+  HeadRange heads;
+  int layers = 0;
+  int dk = 0;
+  int dv = 0;
+  StateKind kind = StateKind::kGdn;
+  StorageFormat format;
+  uint64_t blob_bytes = 0;
+  uint64_t state_bytes = 0;  // dense only
+  uint64_t total_bytes = 0;  // bytes written at the offset
+  std::optional<DenseEncoding> dense;
+  uint32_t crc32c = 0;
+};
+
+class AttachedEngine {
+ public:
+  // INVALID_ARGUMENT for bad options or identity; UNAVAILABLE if the service cannot be reached;
+  // FAILED_PRECONDITION if no offered transport is available on both sides.
+  static absl::StatusOr<std::unique_ptr<AttachedEngine>> Attach(const ClientOptions& options,
+                                                                const EngineIdentity& identity,
+                                                                const AttachOptions& attach = {});
+  // Detaches (errors ignored) and releases every registration.
+  ~AttachedEngine();
+  AttachedEngine(const AttachedEngine&) = delete;
+  AttachedEngine& operator=(const AttachedEngine&) = delete;
+
+  Transport transport() const;
+  uint64_t session_id() const;
+  // The underlying StateCache client (lookups, namespaces, stats) on the same target.
+  Client& client();
+
+  // Registers [ptr, ptr + bytes) (host or CUDA memory of this process) for transfers.
+  // INVALID_ARGUMENT for a null or empty buffer or one that is not of `memory` kind.
+  absl::StatusOr<BufferId> RegisterBuffer(void* ptr, size_t bytes, MemoryKind memory);
+  // NOT_FOUND for an unknown buffer.
+  absl::Status ReleaseBuffer(BufferId buffer);
+
+  // Writes the checkpoint (compact blobs, or dense states if request.dense) at `offset` of the
+  // buffer. OUT_OF_RANGE if it does not fit; the service's errors otherwise.
+  absl::StatusOr<TransferredCheckpoint> GetInto(const GetRequest& request, BufferId buffer,
+                                                uint64_t offset);
+  // Puts the `length` bytes at `offset` of the buffer: (layer, head)-ordered v1 blobs
+  // (dense == nullopt) or dense states, as PutCompact / PutDense take them.
+  absl::Status PutFrom(const PutTarget& target, const std::optional<DenseEncoding>& dense,
+                       BufferId buffer, uint64_t offset, uint64_t length);
+
+  // Ends the session now. Later transfers fail with FAILED_PRECONDITION.
+  absl::Status Detach();
+
+ private:
+  struct Impl;
+  explicit AttachedEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace leapcache::client

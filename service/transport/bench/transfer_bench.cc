@@ -1,0 +1,369 @@
+// leapcache-transfer-bench: checkpoint get/put bandwidth over each data-plane transport, against
+// the copy bandwidth of the same bytes measured in the same run (numbers printed, not asserted).
+//
+//   leapcache-transfer-bench [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=HOST:PORT]
+//
+// One 32-layer x 32-head x 128 x 128 checkpoint, as compact 8-bit window-format blobs (20 MB)
+// and as dense bf16 states (32 MiB; the service encodes puts and decodes gets with its CPU
+// codec), moved by an engine in this process with AttachedEngine: inline gRPC, UCX into host
+// memory, and, where a GPU is present, UCX into device memory (staged through pinned host
+// memory, or direct if the UCX found reports CUDA support) and over CUDA IPC (the service maps
+// the engine's device buffers; needs the server in another process: --target). Each number is
+// the median of N runs; "copy" is memcpy between host buffers for host rows and cudaMemcpy
+// device-to-device for device rows, of the same bytes. NCCL is not built into the service yet.
+// By default the server runs in this process (CPU backend, loopback).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gpu/format.h"
+#include "gpu/reference/codec.h"
+#include "leapcache/client.h"
+#include "leapcache/data_plane.h"
+#include "service/server/server.h"
+
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace leapcache::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using client::MemoryKind;
+using client::Transport;
+
+constexpr int kLayers = 32, kHeads = 32, kDim = 128;
+
+struct Flags {
+  int reps = 5;
+  std::string ucx_tls;
+  std::string json;
+  std::string target;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq),
+                      value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (name == "--reps" && absl::SimpleAtoi(value, &f->reps) && f->reps > 0) continue;
+    if (name == "--ucx-tls") {
+      f->ucx_tls = value;
+      continue;
+    }
+    if (name == "--json" && !value.empty()) {
+      f->json = value;
+      continue;
+    }
+    if (name == "--target" && !value.empty()) {
+      f->target = value;
+      continue;
+    }
+    std::fprintf(stderr, "usage: %s [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=H:P]\n",
+                 argv[0]);
+    return false;
+  }
+  return true;
+}
+
+[[noreturn]] void Die(const std::string& what, const absl::Status& st) {
+  std::fprintf(stderr, "leapcache-transfer-bench: %s: %s\n", what.c_str(), st.ToString().c_str());
+  std::exit(1);
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// GB/s of memcpy of `bytes` between two host buffers already touched.
+double MemcpyGbps(size_t bytes, int reps) {
+  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+  std::memcpy(dst.data(), src.data(), bytes);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    t.push_back(Seconds(Clock::now() - t0));
+  }
+  return bytes / Median(t) / 1e9;
+}
+
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+// GB/s of cudaMemcpy device-to-device of `bytes` (bytes copied / time, as memcpy's).
+double DeviceCopyGbps(size_t bytes, int reps) {
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+  cudaDeviceSynchronize();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaDeviceSynchronize();
+    t.push_back(Seconds(Clock::now() - t0));
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return bytes / Median(t) / 1e9;
+}
+#endif
+
+uint16_t ToBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even (states are finite)
+  return static_cast<uint16_t>(u >> 16);
+}
+
+struct Payloads {
+  std::vector<uint8_t> compact;     // 8-bit window-format blobs, (layer, head) order
+  std::vector<uint8_t> dense_bf16;  // [layers][heads][dk][dv] bf16
+};
+
+Payloads MakePayloads() {
+  const size_t states = kLayers * kHeads, elems = kDim * kDim;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> dense(states * elems);
+  for (float& x : dense) x = normal(rng);
+  Payloads p;
+  const BlobSpec spec = BlobSpec::Leap(StateKind::kGdn, 8);
+  for (size_t s = 0; s < states; ++s) {
+    StatusOr<std::vector<uint8_t>> blob =
+        reference::Encode(spec, dense.data() + s * elems, Orientation::kKV);
+    if (!blob.ok()) std::abort();
+    p.compact.insert(p.compact.end(), blob->begin(), blob->end());
+  }
+  p.dense_bf16.resize(dense.size() * 2);
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const uint16_t h = ToBf16(dense[i]);
+    std::memcpy(p.dense_bf16.data() + 2 * i, &h, 2);
+  }
+  return p;
+}
+
+struct Row {
+  std::string transport, memory, payload;
+  size_t bytes = 0;
+  double put_gbps = 0, get_gbps = 0, copy_gbps = 0;
+  std::string note;
+};
+
+// The engine's buffer: host memory, or device memory where the run has a GPU.
+class EngineBuffer {
+ public:
+  EngineBuffer(MemoryKind kind, size_t bytes) : kind_(kind), bytes_(bytes) {
+    if (kind == MemoryKind::kHost) {
+      host_.resize(bytes);
+      ptr_ = host_.data();
+    } else {
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+      if (cudaMalloc(&ptr_, bytes) != cudaSuccess) Die("cudaMalloc", absl::InternalError(""));
+#endif
+    }
+  }
+  ~EngineBuffer() {
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+    if (kind_ == MemoryKind::kCuda) cudaFree(ptr_);
+#endif
+  }
+  void* data() const { return ptr_; }
+  void Fill(const std::vector<uint8_t>& src) {
+    if (kind_ == MemoryKind::kHost) {
+      std::memcpy(ptr_, src.data(), src.size());
+      return;
+    }
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+    cudaMemcpy(ptr_, src.data(), src.size(), cudaMemcpyHostToDevice);
+#endif
+  }
+  std::vector<uint8_t> Read(size_t n) const {
+    std::vector<uint8_t> out(n);
+    if (kind_ == MemoryKind::kHost) {
+      std::memcpy(out.data(), ptr_, n);
+    } else {
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+      cudaMemcpy(out.data(), ptr_, n, cudaMemcpyDeviceToHost);
+#endif
+    }
+    return out;
+  }
+  size_t size() const { return bytes_; }
+
+ private:
+  MemoryKind kind_;
+  size_t bytes_;
+  std::vector<uint8_t> host_;
+  void* ptr_ = nullptr;
+};
+
+client::BlockHash Key(int i, uint8_t salt) {
+  client::BlockHash h{};
+  std::memcpy(h.data(), &i, sizeof(i));
+  h[31] = salt;
+  return h;
+}
+
+Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport transport,
+            MemoryKind memory, const std::string& payload_name,
+            const std::vector<uint8_t>& payload, std::optional<client::DenseEncoding> dense,
+            uint8_t salt) {
+  client::ClientOptions options;
+  options.target = target;
+  client::EngineIdentity identity;
+  identity.name = "transfer-bench";
+  client::AttachOptions attach;
+  attach.transports = {transport};
+  attach.ucx_transports = f.ucx_tls;
+  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  if (!engine.ok()) Die("attach", engine.status());
+  EngineBuffer src(memory, payload.size()), dst(memory, payload.size());
+  src.Fill(payload);
+  auto src_id = (*engine)->RegisterBuffer(src.data(), src.size(), memory);
+  auto dst_id = (*engine)->RegisterBuffer(dst.data(), dst.size(), memory);
+  if (!src_id.ok()) Die("register", src_id.status());
+  if (!dst_id.ok()) Die("register", dst_id.status());
+  std::vector<double> put_t, get_t;
+  for (int r = 0; r < f.reps; ++r) {
+    const client::BlockHash key = Key(r, salt);
+    const client::PutTarget t{ns, key, {256, 1}, {}, absl::ZeroDuration()};
+    Clock::time_point t0 = Clock::now();
+    absl::Status st = (*engine)->PutFrom(t, dense, *src_id, 0, payload.size());
+    put_t.push_back(Seconds(Clock::now() - t0));
+    if (!st.ok()) Die(payload_name + " put", st);
+    t0 = Clock::now();
+    auto got = (*engine)->GetInto({ns, key, {}, dense}, *dst_id, 0);
+    get_t.push_back(Seconds(Clock::now() - t0));
+    if (!got.ok()) Die(payload_name + " get", got.status());
+    if (got->total_bytes != payload.size()) Die(payload_name, absl::DataLossError("size"));
+    if (!dense.has_value() && r == 0 && dst.Read(payload.size()) != payload) {
+      Die(payload_name, absl::DataLossError("bytes differ"));
+    }
+    st = (*engine)->client().Delete(ns, key);
+    if (!st.ok()) Die("delete", st);
+  }
+  Row row;
+  row.transport = transport == Transport::kInline ? "inline gRPC"
+                  : transport == Transport::kUcx  ? "ucx"
+                                                  : "cuda_ipc";
+  if (transport != (*engine)->transport()) {
+    Die("attach", absl::InternalError("the service chose another transport"));
+  }
+  row.memory = memory == MemoryKind::kHost ? "host" : "cuda";
+  row.payload = payload_name;
+  row.bytes = payload.size();
+  row.put_gbps = payload.size() / Median(put_t) / 1e9;
+  row.get_gbps = payload.size() / Median(get_t) / 1e9;
+  if (memory == MemoryKind::kHost) {
+    row.copy_gbps = MemcpyGbps(payload.size(), std::max(f.reps, 5));
+  } else {
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+    row.copy_gbps = DeviceCopyGbps(payload.size(), std::max(f.reps, 5));
+#endif
+  }
+  return row;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  if (!ParseFlags(argc, argv, &f)) return 2;
+  std::unique_ptr<server::Server> server;
+  std::string target = f.target;
+  if (target.empty()) {
+    server::ServerConfig config;
+    config.listen = "127.0.0.1:0";
+    config.metrics_listen = "";
+    config.memory_budget = 1ull << 30;
+    absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(config);
+    if (!s.ok()) Die("server", s.status());
+    server = std::move(s).value();
+    target = server->grpc_address();
+  }
+  client::ClientOptions options;
+  options.target = target;
+  auto c = client::Client::Create(options);
+  if (!c.ok()) Die("connect", c.status());
+  client::NamespaceSpec spec;
+  spec.tenant = "transfer-bench";
+  spec.model = {kLayers, kHeads, kDim, kDim, client::StateKind::kGdn};
+  spec.format = client::StorageFormat::Leap(8);
+  auto ns = (*c)->RegisterNamespace(spec);
+  if (!ns.ok()) Die("register namespace", ns.status());
+  const Payloads p = MakePayloads();
+
+  std::vector<std::pair<Transport, MemoryKind>> runs = {{Transport::kInline, MemoryKind::kHost},
+                                                       {Transport::kUcx, MemoryKind::kHost}};
+  bool gpu = false;
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+  gpu = HaveGpu();
+  if (gpu) {
+    runs.push_back({Transport::kInline, MemoryKind::kCuda});
+    runs.push_back({Transport::kUcx, MemoryKind::kCuda});
+    // CUDA refuses to open an IPC handle in the process that exported it: the server must be
+    // another process (--target).
+    if (server == nullptr) runs.push_back({Transport::kCudaIpc, MemoryKind::kCuda});
+  }
+#endif
+  std::vector<Row> rows;
+  uint8_t salt = 0;
+  for (const auto& [transport, memory] : runs) {
+    rows.push_back(Measure(f, target, ns->id, transport, memory, "compact 8-bit", p.compact,
+                           std::nullopt, ++salt));
+    rows.push_back(Measure(f, target, ns->id, transport, memory, "dense bf16", p.dense_bf16,
+                           client::DenseEncoding{client::DType::kBf16, client::Layout::kKV},
+                           ++salt));
+  }
+  std::printf(
+      "\n| transport | engine memory | payload | bytes | put GB/s | get GB/s | copy GB/s | "
+      "put / copy | get / copy |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %s | %s | %zu | %.3f | %.3f | %.1f | %.4f | %.4f |\n", r.transport.c_str(),
+                r.memory.c_str(), r.payload.c_str(), r.bytes, r.put_gbps, r.get_gbps, r.copy_gbps,
+                r.put_gbps / r.copy_gbps, r.get_gbps / r.copy_gbps);
+  }
+  if (!gpu || server != nullptr) {
+    std::printf("| cuda_ipc | - | - | - | %s | | | | |\n",
+                gpu ? "needs an out-of-process server (--target)" : "no GPU");
+  }
+  std::printf("| nccl | - | - | - | not built into the service | | | | |\n");
+  std::printf("copy: memcpy host-to-host for host rows%s\n",
+              gpu ? ", cudaMemcpy device-to-device for cuda rows" : "; no GPU in this run");
+  std::string json = "{\"rows\":[";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    absl::StrAppend(&json, i ? "," : "", "{\"transport\":\"", r.transport, "\",\"memory\":\"",
+                    r.memory, "\",\"payload\":\"", r.payload, "\",\"bytes\":", r.bytes,
+                    ",\"put_gbps\":", r.put_gbps, ",\"get_gbps\":", r.get_gbps,
+                    ",\"copy_gbps\":", r.copy_gbps, "}");
+  }
+  absl::StrAppend(&json, "],\"reps\":", f.reps, ",\"gpu\":", gpu ? "true" : "false", "}\n");
+  std::printf("%s", json.c_str());
+  if (!f.json.empty()) {
+    if (FILE* out = std::fopen(f.json.c_str(), "w")) {
+      std::fputs(json.c_str(), out);
+      std::fclose(out);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace leapcache::bench
+
+int main(int argc, char** argv) { return leapcache::bench::Main(argc, argv); }

@@ -1,0 +1,167 @@
+#include "service/transport/cuda_ipc.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_util.h"
+
+namespace leapcache::transport {
+namespace {
+
+// The key: the allocation's IPC handle, then the buffer's offset in the allocation.
+struct IpcKey {
+  cudaIpcMemHandle_t handle;
+  uint64_t offset;
+};
+
+absl::Status CudaError(cudaError_t e, const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+}
+
+class CudaIpcRegistration final : public Registration {
+ public:
+  explicit CudaIpcRegistration(BufferDescriptor d) : descriptor_(std::move(d)) {}
+  const BufferDescriptor& descriptor() const override { return descriptor_; }
+
+ private:
+  BufferDescriptor descriptor_;
+};
+
+class CudaIpcRegion final : public RemoteRegion {
+ public:
+  CudaIpcRegion(void* base, uint8_t* buffer, BufferDescriptor d)
+      : base_(base), buffer_(buffer), descriptor_(std::move(d)) {}
+  ~CudaIpcRegion() override { cudaIpcCloseMemHandle(base_); }
+  const BufferDescriptor& descriptor() const override { return descriptor_; }
+  uint8_t* buffer() const { return buffer_; }
+
+ private:
+  void* base_;
+  uint8_t* buffer_;
+  BufferDescriptor descriptor_;
+};
+
+class CudaIpcConnection final : public PeerConnection {
+ public:
+  explicit CudaIpcConnection(pid_t pid) : pid_(pid) {}
+  TransportKind kind() const override { return TransportKind::kCudaIpc; }
+
+  absl::StatusOr<std::unique_ptr<RemoteRegion>> Import(const BufferDescriptor& d) override {
+    LC_RETURN_IF_ERROR(
+        ValidateDescriptor(d, TransportKind::kCudaIpc, {false, CudaAccess::kDirect}));
+    if (d.key.size() != sizeof(IpcKey)) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer.remote_key is ", d.key.size(),
+                                                     " bytes, a CUDA IPC key is ", sizeof(IpcKey)));
+    }
+    LC_RETURN_IF_ERROR(health());
+    IpcKey key;
+    std::memcpy(&key, d.key.data(), sizeof(key));
+    void* base = nullptr;
+    if (cudaError_t e = cudaIpcOpenMemHandle(&base, key.handle, cudaIpcMemLazyEnablePeerAccess);
+        e != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer.remote_key: cudaIpcOpenMemHandle: ", cudaGetErrorString(e)));
+    }
+    return std::unique_ptr<RemoteRegion>(
+        new CudaIpcRegion(base, static_cast<uint8_t*>(base) + key.offset, d));
+  }
+
+  absl::Status Execute(RemoteRegion& region, std::span<const TransferOp> ops,
+                       absl::Time deadline) override {
+    auto& r = static_cast<CudaIpcRegion&>(region);
+    LC_RETURN_IF_ERROR(ValidateTransfers(r.descriptor(), ops));
+    for (const TransferOp& op : ops) {
+      LC_RETURN_IF_ERROR(health());
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError("CUDA IPC transfer passed its deadline");
+      }
+      uint8_t* remote = r.buffer() + op.remote_offset;
+      const cudaError_t e =
+          op.direction == Direction::kWrite
+              ? cudaMemcpy(remote, op.local.data(), op.local.size(), cudaMemcpyHostToDevice)
+              : cudaMemcpy(op.local.data(), remote, op.local.size(), cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) {
+        failed_ = true;
+        return absl::UnavailableError(
+            absl::StrCat("CUDA IPC copy to the engine's buffer: ", cudaGetErrorString(e)));
+      }
+    }
+    return health();
+  }
+
+  absl::Status health() const override {
+    if (failed_) return absl::UnavailableError("a CUDA IPC copy to the engine failed");
+    if (kill(pid_, 0) != 0 && errno == ESRCH) {
+      return absl::UnavailableError(absl::StrCat("the engine process ", pid_, " is gone"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const pid_t pid_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Registration>> ExportCudaIpc(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return absl::InvalidArgumentError("buffer pointer is null");
+  if (bytes == 0) return absl::InvalidArgumentError("buffer bytes is 0");
+  // The driver's cuMemGetAddressRange, reached through the runtime so that nothing links
+  // libcuda itself (binaries must load on machines without a driver).
+  using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("the CUDA driver has no cuMemGetAddressRange");
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (CUresult r = reinterpret_cast<GetAddressRange>(fn)(&base, &size,
+                                                         reinterpret_cast<CUdeviceptr>(ptr));
+      r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError("buffer is not device memory of this process");
+  }
+  const uint64_t offset = reinterpret_cast<CUdeviceptr>(ptr) - base;
+  if (bytes > size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer [", offset, ", ", offset + bytes, ") leaves its ", size, "-byte allocation"));
+  }
+  IpcKey key{};
+  if (cudaError_t e = cudaIpcGetMemHandle(&key.handle, reinterpret_cast<void*>(base));
+      e != cudaSuccess) {
+    return CudaError(e, "cudaIpcGetMemHandle");
+  }
+  key.offset = offset;
+  BufferDescriptor d;
+  d.transport = TransportKind::kCudaIpc;
+  d.memory = MemoryKind::kCuda;
+  d.address = reinterpret_cast<uint64_t>(ptr);
+  d.bytes = bytes;
+  d.key.assign(reinterpret_cast<const char*>(&key), sizeof(key));
+  return std::unique_ptr<Registration>(new CudaIpcRegistration(std::move(d)));
+}
+
+absl::StatusOr<std::unique_ptr<PeerConnection>> ConnectCudaIpc(pid_t pid) {
+  if (pid <= 0) return absl::InvalidArgumentError("identity.pid is needed for CUDA IPC");
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    return absl::UnavailableError(absl::StrCat("engine process ", pid, " is not on this host"));
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    return absl::FailedPreconditionError("no CUDA device in the service");
+  }
+  return std::unique_ptr<PeerConnection>(new CudaIpcConnection(pid));
+}
+
+}  // namespace leapcache::transport

@@ -1,0 +1,45 @@
+// CUDA staging for transports that cannot reach device memory themselves (Debian's UCX): a
+// pinned host buffer per registered device buffer, registered with the transport in its place,
+// and the copies between the two that the buffer's owner runs before a put and after a get.
+// Built only with the CUDA toolkit (LEAPCACHE_TRANSPORT_CUDA); the runtime API alone, no kernels.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/statusor.h"
+
+namespace leapcache::transport {
+
+// Host memory allocated with cudaHostAlloc (page-locked, so device copies run at full speed
+// and UCX can register it like any host memory).
+class PinnedHostBuffer {
+ public:
+  // RESOURCE_EXHAUSTED if the allocation fails; FAILED_PRECONDITION without a usable device.
+  static absl::StatusOr<std::unique_ptr<PinnedHostBuffer>> Allocate(size_t bytes);
+  ~PinnedHostBuffer();
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  PinnedHostBuffer(void* data, size_t size) : data_(data), size_(size) {}
+  void* data_;
+  size_t size_;
+};
+
+// Synchronous copies between device and host memory (cudaMemcpy); INTERNAL with CUDA's message
+// on failure.
+absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes);
+absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes);
+
+// True if `ptr` is device memory of the current process (cudaPointerGetAttributes);
+// INVALID_ARGUMENT if CUDA does not know the pointer as device memory.
+absl::Status CheckDevicePointer(const void* ptr);
+
+// True if this process can use a CUDA device.
+bool CudaDeviceAvailable();
+
+}  // namespace leapcache::transport

@@ -1,0 +1,180 @@
+// Device tests of the data plane: the engine (this process) owns CUDA buffers; the real
+// leapcache-server (another process on the same GPU) writes checkpoints into them and reads puts
+// from them over CUDA IPC (the service maps the engine's exported buffers), over UCX (staged
+// through pinned host memory when UCX has no CUDA transport, direct otherwise) and over the
+// inline fallback. Every byte is checked after copying the device buffer back.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "leapcache/data_plane.h"
+#include "tests/integration/service/checkpoint_data.h"
+#include "tests/integration/service/service_fixture.h"
+
+namespace leapcache::testing {
+namespace {
+
+using client::DenseEncoding;
+using client::DType;
+using client::Layout;
+using client::MemoryKind;
+using client::Transport;
+
+// A device allocation, freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr_, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr_, 0, bytes), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  void* get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  void Upload(std::span<const uint8_t> src, size_t offset) {
+    ASSERT_EQ(cudaMemcpy(static_cast<uint8_t*>(ptr_) + offset, src.data(), src.size(),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  std::vector<uint8_t> Download(size_t offset, size_t n) const {
+    std::vector<uint8_t> out(n);
+    EXPECT_EQ(cudaMemcpy(out.data(), static_cast<const uint8_t*>(ptr_) + offset, n,
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return out;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+client::PutTarget Target(uint32_t ns, const client::BlockHash& key, int64_t blocks) {
+  return {ns, key, {blocks * 16, blocks}, {}, absl::ZeroDuration()};
+}
+
+class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterface<Transport> {
+ protected:
+  std::vector<std::string> ServerArgs() const override {
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB"};
+  }
+  void SetUp() override {
+    int devices = 0;
+    ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess) << "no CUDA device";
+    ASSERT_GT(devices, 0);
+    ServiceTest::SetUp();
+  }
+  absl::StatusOr<std::unique_ptr<client::AttachedEngine>> Attach() const {
+    client::ClientOptions options;
+    options.target = server_->target();
+    client::EngineIdentity identity;
+    identity.name = "gpu-engine";
+    identity.gpu_index = 0;
+    client::AttachOptions attach;
+    attach.transports = {GetParam()};
+    return client::AttachedEngine::Attach(options, identity, attach);
+  }
+};
+
+TEST_P(DeviceTransferTest, CompactAndDenseCheckpointsInAndOutOfDeviceMemoryByteExact) {
+  // 128 x 128 states: the production head size, several MiB per checkpoint.
+  const client::NamespaceSpec spec = SmallNamespace("tenant-gpu", 4, 8, 128);
+  const client::NamespaceInfo ns = Register(spec);
+  auto engine = Attach();
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->transport(), GetParam());
+
+  const std::vector<float> states = MakeStates(spec, 11);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, states);
+  const std::span<const uint8_t> dense = AsBytes(states);
+  DeviceBuffer src(blobs.size() + dense.size() + 256), dst(dense.size() + 256);
+  src.Upload(blobs, 256);
+  src.Upload(dense, 256 + blobs.size());
+  auto src_id = (*engine)->RegisterBuffer(src.get(), src.size(), MemoryKind::kCuda);
+  ASSERT_TRUE(src_id.ok()) << src_id.status();
+  auto dst_id = (*engine)->RegisterBuffer(dst.get(), dst.size(), MemoryKind::kCuda);
+  ASSERT_TRUE(dst_id.ok()) << dst_id.status();
+
+  ASSERT_TRUE((*engine)->PutFrom(Target(ns.id, TestHash(1), 1), std::nullopt, *src_id, 256,
+                                 blobs.size())
+                  .ok());
+  ASSERT_TRUE((*engine)
+                  ->PutFrom(Target(ns.id, TestHash(2), 1), DenseEncoding{DType::kFp32, Layout::kKV},
+                            *src_id, 256 + blobs.size(), dense.size())
+                  .ok());
+
+  // Both were stored as the reference codec's blobs (the dense one encoded by the service).
+  for (int key = 1; key <= 2; ++key) {
+    auto got = (*engine)->GetInto({ns.id, TestHash(key), {}, std::nullopt}, *dst_id, 128);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->total_bytes, blobs.size());
+    EXPECT_TRUE(dst.Download(128, blobs.size()) == blobs) << "key " << key;
+    EXPECT_EQ(dst.Download(0, 128), std::vector<uint8_t>(128, 0)) << "bytes before the offset";
+  }
+  const std::vector<uint8_t> want_bf16 = ToBf16Bytes(DecodeBlobs(spec, blobs, Layout::kVK));
+  auto bf16 = (*engine)->GetInto({ns.id, TestHash(2), {}, DenseEncoding{DType::kBf16, Layout::kVK}},
+                                 *dst_id, 0);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_TRUE(dst.Download(0, want_bf16.size()) == want_bf16);
+
+  // What another client reads is the engine's put, byte for byte.
+  absl::StatusOr<client::Checkpoint> seen = client_->Get({ns.id, TestHash(1), {}, std::nullopt});
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(seen->bytes == blobs);
+  EXPECT_EQ(Stats().leases, 0u);
+  EXPECT_EQ(Stats().pending_puts, 0u);
+}
+
+TEST_P(DeviceTransferTest, HostMemoryDeclaredAsCudaIsRefused) {
+  auto engine = Attach();
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<uint8_t> host(4096);
+  EXPECT_EQ((*engine)->RegisterBuffer(host.data(), host.size(), MemoryKind::kCuda).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(DeviceTransferTest, CudaIpcSessionsTakeDeviceBuffersOnly) {
+  if (GetParam() != Transport::kCudaIpc) GTEST_SKIP() << "cuda_ipc only";
+  auto engine = Attach();
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<uint8_t> host(4096);
+  EXPECT_EQ((*engine)->RegisterBuffer(host.data(), host.size(), MemoryKind::kHost).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A sub-range of an allocation is exported with its offset: writes land exactly there.
+  DeviceBuffer big(1 << 20);
+  auto id = (*engine)->RegisterBuffer(static_cast<uint8_t*>(big.get()) + 4096, 65536,
+                                      MemoryKind::kCuda);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const client::NamespaceSpec spec = SmallNamespace("tenant-ipc", 1, 2, 16);
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 5));
+  ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(9), 1), blobs).ok());
+  auto got = (*engine)->GetInto({ns.id, TestHash(9), {}, std::nullopt}, *id, 0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(big.Download(4096, blobs.size()) == blobs);
+  EXPECT_EQ(big.Download(0, 4096), std::vector<uint8_t>(4096, 0));
+  // Past the registered range: refused before any copy.
+  EXPECT_EQ((*engine)->GetInto({ns.id, TestHash(9), {}, std::nullopt}, *id, 65536 - 8)
+                .status()
+                .code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DeviceTransferTest,
+                         ::testing::Values(Transport::kCudaIpc, Transport::kUcx,
+                                           Transport::kInline),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Transport::kCudaIpc:
+                               return std::string("cuda_ipc");
+                             case Transport::kUcx:
+                               return std::string("ucx");
+                             default:
+                               return std::string("inline");
+                           }
+                         });
+
+}  // namespace
+}  // namespace leapcache::testing

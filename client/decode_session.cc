@@ -1,0 +1,181 @@
+#include "leapcache/decode_session.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/channel.h"
+#include "client/grpc_status_conversion.h"
+#include "client/wire_convert.h"
+#include "leapcache/v1/decode.grpc.pb.h"
+
+namespace leapcache::client {
+namespace {
+
+v1::DType ToProto(DType d) { return d == DType::kBf16 ? v1::DTYPE_BF16 : v1::DTYPE_FP32; }
+size_t ElementBytes(DType d) { return d == DType::kBf16 ? 2 : 4; }
+
+}  // namespace
+
+struct DecodeSession::Impl {
+  ClientOptions options;
+  DecodeSessionInfo info;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Decode::Stub> stub;
+  bool closed = false;
+  // The step stream, open from the first Step until a failure or Close.
+  std::unique_ptr<grpc::ClientContext> stream_context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::StepRequest, v1::StepResponse>> stream;
+  v1::StepRequest request;
+  v1::StepResponse response;
+
+  void Unary(grpc::ClientContext* context) const {
+    context->set_deadline(DeadlineAfter(options.rpc_timeout));
+  }
+  // Ends the stream and returns its status (the server's reason when it ended it).
+  absl::Status FinishStream() {
+    stream->WritesDone();
+    grpc::Status st = stream->Finish();
+    stream.reset();
+    stream_context.reset();
+    if (st.ok()) return absl::UnavailableError("the decode stream ended");
+    return FromGrpcStatus(st);
+  }
+};
+
+DecodeSession::DecodeSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DecodeSession::~DecodeSession() { (void)Close(); }
+
+const DecodeSessionInfo& DecodeSession::info() const { return impl_->info; }
+
+absl::StatusOr<std::unique_ptr<DecodeSession>> DecodeSession::Open(
+    const ClientOptions& client, const DecodeSessionOptions& options) {
+  if (options.slots <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slots must be positive (got ", options.slots, ")"));
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ConnectChannel(client);
+  if (!channel.ok()) return channel.status();
+  auto impl = std::make_unique<Impl>();
+  impl->options = client;
+  impl->channel = *std::move(channel);
+  impl->stub = v1::Decode::NewStub(impl->channel);
+
+  v1::OpenDecodeSessionRequest request;
+  request.set_namespace_id(options.namespace_id);
+  bool present = false;
+  client::ToProto(options.heads, &present, request.mutable_heads());
+  if (!present) request.clear_heads();
+  request.set_slots(static_cast<uint32_t>(options.slots));
+  request.set_l2norm_qk(options.l2norm_qk);
+  request.set_scale(options.scale);
+  v1::OpenDecodeSessionResponse response;
+  grpc::ClientContext context;
+  impl->Unary(&context);
+  if (grpc::Status st = impl->stub->OpenSession(&context, request, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  DecodeSessionInfo& info = impl->info;
+  info.id = response.session_id();
+  info.layers = static_cast<int>(response.layers());
+  info.heads = FromProto(response.heads());
+  info.dk = static_cast<int>(response.dk());
+  info.dv = static_cast<int>(response.dv());
+  info.kind = response.kind() == v1::STATE_KIND_KDA ? StateKind::kKda : StateKind::kGdn;
+  info.backend = response.backend();
+  info.state_bytes = response.state_bytes();
+  return std::unique_ptr<DecodeSession>(new DecodeSession(std::move(impl)));
+}
+
+absl::Status DecodeSession::Step(const DecodeStep& step, std::span<uint8_t> o) {
+  Impl& m = *impl_;
+  if (m.closed) return absl::FailedPreconditionError("the decode session is closed");
+  const size_t bh = step.slot.size() * static_cast<size_t>(m.info.heads.size());
+  const size_t want_o = bh * m.info.dv * ElementBytes(step.out_dtype);
+  if (o.size() != want_o) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("o holds ", o.size(), " bytes, the step writes ", want_o));
+  }
+  if (m.stream == nullptr) {
+    m.stream_context = std::make_unique<grpc::ClientContext>();
+    m.stream = m.stub->Step(m.stream_context.get());
+  }
+  v1::StepRequest& r = m.request;
+  r.set_session_id(m.info.id);
+  r.set_layer(static_cast<uint32_t>(step.layer));
+  r.mutable_slot()->Assign(step.slot.begin(), step.slot.end());
+  r.set_dtype(ToProto(step.dtype));
+  r.set_out_dtype(ToProto(step.out_dtype));
+  r.set_q(step.q.data(), step.q.size());
+  r.set_k(step.k.data(), step.k.size());
+  r.set_v(step.v.data(), step.v.size());
+  r.set_g(step.g.data(), step.g.size_bytes());
+  r.set_beta(step.beta.data(), step.beta.size_bytes());
+  if (!m.stream->Write(r) || !m.stream->Read(&m.response)) return m.FinishStream();
+  if (m.response.o().size() != o.size()) {
+    (void)m.FinishStream();
+    return absl::DataLossError(absl::StrCat("the server returned ", m.response.o().size(),
+                                            " output bytes, expected ", o.size()));
+  }
+  std::memcpy(o.data(), m.response.o().data(), o.size());
+  return absl::OkStatus();
+}
+
+absl::Status DecodeSession::Reset(int slot) {
+  v1::ResetSlotRequest request;
+  request.set_session_id(impl_->info.id);
+  request.set_slot(static_cast<uint32_t>(slot));
+  v1::ResetSlotResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->ResetSlot(&context, request, &response));
+}
+
+absl::StatusOr<Position> DecodeSession::Load(int slot, const BlockHash& hash) {
+  v1::LoadSlotRequest request;
+  request.set_session_id(impl_->info.id);
+  request.set_slot(static_cast<uint32_t>(slot));
+  request.set_hash(HashBytes(hash));
+  v1::LoadSlotResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  if (grpc::Status st = impl_->stub->LoadSlot(&context, request, &response); !st.ok()) {
+    return FromGrpcStatus(st);
+  }
+  return FromProto(response.position());
+}
+
+absl::Status DecodeSession::Commit(int slot, const BlockHash& hash, const Position& position) {
+  v1::CommitSlotRequest request;
+  request.set_session_id(impl_->info.id);
+  request.set_slot(static_cast<uint32_t>(slot));
+  request.set_hash(HashBytes(hash));
+  client::ToProto(position, request.mutable_position());
+  v1::CommitSlotResponse response;
+  grpc::ClientContext context;
+  impl_->Unary(&context);
+  return FromGrpcStatus(impl_->stub->CommitSlot(&context, request, &response));
+}
+
+absl::Status DecodeSession::Close() {
+  Impl& m = *impl_;
+  if (m.closed) return absl::OkStatus();
+  m.closed = true;
+  if (m.stream != nullptr) {
+    m.stream->WritesDone();
+    (void)m.stream->Finish();
+    m.stream.reset();
+    m.stream_context.reset();
+  }
+  v1::CloseDecodeSessionRequest request;
+  request.set_session_id(m.info.id);
+  v1::CloseDecodeSessionResponse response;
+  grpc::ClientContext context;
+  m.Unary(&context);
+  return FromGrpcStatus(m.stub->CloseSession(&context, request, &response));
+}
+
+}  // namespace leapcache::client

@@ -1,0 +1,83 @@
+// leapcache attached decode (proto/leapcache/v1/decode.proto): the engine leaves its requests'
+// live recurrent states in the service and streams each linear layer's per-token inputs.
+//
+//   auto s = leapcache::client::DecodeSession::Open(options, {.namespace_id = ns, .slots = 64});
+//   (*s)->Reset(0);                                   // or Load(0, chain[hit.index])
+//   for each token, for each linear layer l:
+//     (*s)->Step({.layer = l, .slot = slots, .q = q, .k = k, .v = v, .g = g, .beta = beta}, o);
+//   (*s)->Commit(0, chain[j], {tokens, blocks});      // at a block boundary: a checkpoint
+//
+// Step runs over one bidirectional stream per session (opened on first use), one request and
+// one response per call, so the per-token path has no call setup. A failed step returns the
+// server's status and the next step opens a new stream. A DecodeSession is one engine's decode
+// loop: not for concurrent use. Its destructor closes the session on the server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "leapcache/client.h"
+
+namespace leapcache::client {
+
+struct DecodeSessionOptions {
+  uint32_t namespace_id = 0;
+  HeadRange heads;  // all heads if default
+  int slots = 0;
+  bool l2norm_qk = false;
+  float scale = 0.0f;  // 0: dk^-1/2
+};
+
+struct DecodeSessionInfo {
+  uint64_t id = 0;
+  int layers = 0;
+  HeadRange heads;
+  int dk = 0, dv = 0;
+  StateKind kind = StateKind::kGdn;
+  std::string backend;  // "cpu" or "cuda"
+  uint64_t state_bytes = 0;
+  int gate_size() const { return kind == StateKind::kGdn ? 1 : dk; }
+};
+
+// One linear layer's token for B requests, H = the session's heads. q, k, v are raw
+// little-endian arrays in `dtype`; g and beta are fp32.
+struct DecodeStep {
+  int layer = 0;
+  std::span<const int32_t> slot;  // [B]; -1: padding (zero output)
+  DType dtype = DType::kFp32;
+  std::span<const uint8_t> q, k, v;  // [B][H][dk], [B][H][dk], [B][H][dv]
+  std::span<const float> g;          // [B][H] (GDN) or [B][H][dk] (KDA)
+  std::span<const float> beta;       // [B][H]
+  DType out_dtype = DType::kFp32;
+};
+
+class DecodeSession {
+ public:
+  static absl::StatusOr<std::unique_ptr<DecodeSession>> Open(const ClientOptions& client,
+                                                             const DecodeSessionOptions& options);
+  ~DecodeSession();
+  DecodeSession(const DecodeSession&) = delete;
+  DecodeSession& operator=(const DecodeSession&) = delete;
+
+  const DecodeSessionInfo& info() const;
+
+  // Writes the layer's output, [B][H][dv] in step.out_dtype, into `o` (exactly that size).
+  absl::Status Step(const DecodeStep& step, std::span<uint8_t> o);
+  absl::Status Reset(int slot);
+  // The checkpoint's position on success.
+  absl::StatusOr<Position> Load(int slot, const BlockHash& hash);
+  absl::Status Commit(int slot, const BlockHash& hash, const Position& position);
+  // Closes the session now (the destructor does it otherwise).
+  absl::Status Close();
+
+ private:
+  struct Impl;
+  explicit DecodeSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace leapcache::client

@@ -1,0 +1,276 @@
+// leapcache-decode-bench: attached-decode step latency (an engine streaming one linear layer's
+// token per call over loopback gRPC to an in-process server) against the same backend called
+// in process (no RPC), at B = 1, 8, 64, 256 requests, H heads of 128 x 128, GDN and KDA, 8-bit
+// window format, bf16 inputs and outputs (what engines exchange). Both paths run the same inputs
+// from the zero state; their last outputs are compared bit for bit (exit status 3 if they differ).
+// Numbers printed (and written as JSON and Markdown), not asserted.
+//
+//   leapcache-decode-bench [--backend=cuda|cpu] [--steps=N] [--heads=H] [--batches=1,8,64,256]
+//                          [--transport-only] [--server-device=D] [--local-device=D] [--out=DIR]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "gpu/half.h"
+#include "leapcache/client.h"
+#include "leapcache/decode_session.h"
+#include "service/decode/cpu_decode_backend.h"
+#include "service/server/server.h"
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#include "service/decode/cuda_decode_backend.h"
+#endif
+
+namespace leapcache::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kDim = 128;
+
+struct Flags {
+  std::string backend = "cuda";
+  int steps = 64;
+  int heads = 32;
+  std::vector<int> batches = {1, 8, 64, 256};
+  std::string out;
+  // Every request of the batch is padding: the backend does no work, so the attached numbers
+  // are the RPC path alone (messages of the same size).
+  bool transport_only = false;
+  // CUDA devices of the server's decode pools and of the in-process backend: on a two-GPU
+  // machine 0 and 1 put the service and the engine's reference on different GPUs.
+  int server_device = 0;
+  int local_device = 0;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq),
+                      value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (name == "--backend" && (value == "cuda" || value == "cpu")) {
+      f->backend = value;
+    } else if (name == "--steps" && absl::SimpleAtoi(value, &f->steps) && f->steps > 0) {
+    } else if (name == "--heads" && absl::SimpleAtoi(value, &f->heads) && f->heads > 0) {
+    } else if (name == "--server-device" && absl::SimpleAtoi(value, &f->server_device) &&
+               f->server_device >= 0) {
+    } else if (name == "--local-device" && absl::SimpleAtoi(value, &f->local_device) &&
+               f->local_device >= 0) {
+    } else if (name == "--transport-only" && value.empty()) {
+      f->transport_only = true;
+    } else if (name == "--out" && !value.empty()) {
+      f->out = value;
+    } else if (name == "--batches") {
+      f->batches.clear();
+      for (absl::string_view b : absl::StrSplit(value, ',')) {
+        int n = 0;
+        if (!absl::SimpleAtoi(b, &n) || n <= 0) return false;
+        f->batches.push_back(n);
+      }
+    } else {
+      std::fprintf(stderr, "unknown or bad flag %s\n", a.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Inputs {
+  std::vector<uint16_t> q16, k16, v16;
+  std::vector<float> g, beta;
+  std::vector<int32_t> slot;
+};
+
+Inputs MakeInputs(StateKind kind, int batch, int heads, std::mt19937& rng) {
+  Inputs in;
+  const size_t bh = static_cast<size_t>(batch) * heads;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (std::vector<uint16_t>* w : {&in.q16, &in.k16, &in.v16}) {
+    w->resize(bh * kDim);
+    for (uint16_t& x : *w) x = FloatToBf16(normal(rng));
+  }
+  std::uniform_real_distribution<float> gate(-0.3f, -0.01f), b(0.05f, 0.95f);
+  in.g.resize(kind == StateKind::kGdn ? bh : bh * kDim);
+  for (float& x : in.g) x = gate(rng);
+  in.beta.resize(bh);
+  for (float& x : in.beta) x = b(rng);
+  for (int i = 0; i < batch; ++i) in.slot.push_back(i);
+  return in;
+}
+
+std::span<const uint8_t> Bytes(const std::vector<uint16_t>& w) {
+  return {reinterpret_cast<const uint8_t*>(w.data()), w.size() * 2};
+}
+
+struct Timing {
+  double mean_us = 0, p50_us = 0, p99_us = 0;
+};
+
+template <typename F>
+Timing Time(int steps, F&& step) {
+  for (int i = 0; i < 16; ++i) step();  // warm up: one window, one refit
+  std::vector<double> us;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  Timing t;
+  for (double u : us) t.mean_us += u / us.size();
+  std::sort(us.begin(), us.end());
+  t.p50_us = us[us.size() / 2];
+  t.p99_us = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> InProcess(const std::string& backend,
+                                                                 const decode::DecodeShape& s,
+                                                                 int device) {
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+  if (backend == "cuda") {
+    absl::StatusOr<std::unique_ptr<decode::CudaDecodeBackend>> b =
+        decode::CudaDecodeBackend::Create(s, device);
+    if (!b.ok()) return b.status();
+    return std::unique_ptr<decode::DecodeBackend>(*std::move(b));
+  }
+#endif
+  (void)device;  // the CPU backend has none
+  if (backend == "cuda") return absl::UnimplementedError("built without the CUDA backend");
+  absl::StatusOr<std::unique_ptr<decode::CpuDecodeBackend>> b = decode::CpuDecodeBackend::Create(s);
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<decode::DecodeBackend>(*std::move(b));
+}
+
+int Run(const Flags& flags) {
+  server::ServerConfig config;
+  config.listen = "127.0.0.1:0";
+  config.metrics_listen = "";
+  config.memory_budget = 256 * server::kMiB;
+  config.max_message_bytes = 64 * server::kMiB;
+  config.decode_backend = flags.backend;
+  config.decode_device = flags.server_device;
+  config.decode_memory_budget = 16 * server::kGiB;
+  absl::StatusOr<std::unique_ptr<server::Server>> srv = server::Server::Start(config);
+  if (!srv.ok()) {
+    std::fprintf(stderr, "server: %s\n", std::string(srv.status().message()).c_str());
+    return 1;
+  }
+  client::ClientOptions options;
+  options.target = (*srv)->grpc_address();
+  options.max_message_bytes = 64 << 20;
+  auto client = std::move(client::Client::Create(options)).value();
+
+  std::string md = absl::StrCat(
+      "| kind | B | in-process us/step | attached us/step (p50 / p99) | attached / in-process |\n",
+      "|---|---|---|---|---|\n");
+  std::string json = "[\n";
+  std::printf(
+      "attached decode, backend %s, H=%d, d=%d, 8-bit window, bf16 in/out, %d steps, "
+      "server device %d, in-process device %d%s\n",
+      flags.backend.c_str(), flags.heads, kDim, flags.steps, flags.server_device,
+      flags.local_device, flags.transport_only ? ", transport only" : "");
+  std::printf("%-4s %5s %14s %14s %14s %14s %8s\n", "kind", "B", "inproc_mean", "att_mean",
+              "att_p50", "att_p99", "ratio");
+  bool mismatches = false;
+  std::mt19937 rng(1);
+  bool first = true;
+  for (StateKind kind : {StateKind::kGdn, StateKind::kKda}) {
+    client::NamespaceSpec spec;
+    spec.tenant = "bench";
+    spec.model = {1, flags.heads, kDim, kDim,
+                  kind == StateKind::kGdn ? client::StateKind::kGdn : client::StateKind::kKda};
+    spec.format = client::StorageFormat::Leap(8);
+    auto ns = std::move(client->RegisterNamespace(spec)).value();
+    for (int batch : flags.batches) {
+      Inputs in = MakeInputs(kind, batch, flags.heads, rng);
+      if (flags.transport_only) std::fill(in.slot.begin(), in.slot.end(), -1);
+      decode::DecodeShape shape;
+      shape.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
+      shape.slots = batch;
+      shape.layers = 1;
+      shape.heads = flags.heads;
+      shape.l2norm_qk = true;
+      shape.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+      std::vector<uint8_t> o(static_cast<size_t>(batch) * flags.heads * kDim * 2);  // bf16
+      Timing local;
+      {
+        absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> b =
+            InProcess(flags.backend, shape, flags.local_device);
+        if (!b.ok()) {
+          std::fprintf(stderr, "in-process backend: %s\n",
+                       std::string(b.status().message()).c_str());
+          return 1;
+        }
+        const decode::LayerStep step{
+            0,    in.slot, decode::WireDType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
+            in.g, in.beta};
+        const decode::LayerOutput out{decode::WireDType::kBf16, o};
+        local = Time(flags.steps, [&] { (void)(*b)->Step(step, out); });
+      }
+      // Both paths run the same inputs the same number of times from the zero state, so their
+      // last outputs must be identical bit for bit.
+      const std::vector<uint8_t> local_o = o;
+      auto session = client::DecodeSession::Open(options, {ns.id, {}, batch, true, 0.0f});
+      if (!session.ok()) {
+        std::fprintf(stderr, "open: %s\n", std::string(session.status().message()).c_str());
+        return 1;
+      }
+      const client::DecodeStep step{
+          0,    in.slot, client::DType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
+          in.g, in.beta, client::DType::kBf16};
+      std::span<uint8_t> out(o);
+      absl::Status failed;
+      const Timing remote = Time(flags.steps, [&] {
+        absl::Status st = (*session)->Step(step, out);
+        if (!st.ok()) failed = st;
+      });
+      if (!failed.ok()) {
+        std::fprintf(stderr, "step: %s\n", std::string(failed.message()).c_str());
+        return 1;
+      }
+      const bool identical = o == local_o;
+      const char* k = kind == StateKind::kGdn ? "gdn" : "kda";
+      const double ratio = remote.mean_us / local.mean_us;
+      std::printf("%-4s %5d %14.1f %14.1f %14.1f %14.1f %8.2f %s\n", k, batch, local.mean_us,
+                  remote.mean_us, remote.p50_us, remote.p99_us, ratio,
+                  identical ? "outputs identical" : "OUTPUTS DIFFER");
+      if (!identical) mismatches = true;
+      absl::StrAppend(&md, "| ", k, " | ", batch, " | ", absl::StrFormat("%.1f", local.mean_us),
+                      " | ", absl::StrFormat("%.1f / %.1f", remote.p50_us, remote.p99_us), " | ",
+                      absl::StrFormat("%.2fx", ratio), " |\n");
+      absl::StrAppend(
+          &json, first ? "" : ",\n",
+          absl::StrFormat("  {\"kind\": \"%s\", \"batch\": %d, \"heads\": %d, "
+                          "\"backend\": \"%s\", \"inprocess_mean_us\": %.2f, "
+                          "\"attached_mean_us\": %.2f, \"attached_p50_us\": %.2f, "
+                          "\"attached_p99_us\": %.2f, \"outputs_identical\": %s}",
+                          k, batch, flags.heads, flags.backend, local.mean_us, remote.mean_us,
+                          remote.p50_us, remote.p99_us, identical ? "true" : "false"));
+      first = false;
+    }
+  }
+  json += "\n]\n";
+  if (!flags.out.empty()) {
+    std::ofstream(flags.out + "/decode_bench.json") << json;
+    std::ofstream(flags.out + "/decode_bench.md") << md;
+  }
+  (*srv)->Shutdown(absl::Seconds(1));
+  return mismatches ? 3 : 0;
+}
+
+}  // namespace
+}  // namespace leapcache::bench
+
+int main(int argc, char** argv) {
+  leapcache::bench::Flags flags;
+  if (!leapcache::bench::ParseFlags(argc, argv, &flags)) return 2;
+  return leapcache::bench::Run(flags);
+}

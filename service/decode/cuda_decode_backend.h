@@ -1,0 +1,61 @@
+// CudaDecodeBackend: the attached-decode states in a device pool, advanced by the fused decode
+// and boundary-refit kernels (gpu/kernels/kernels.h). Pool slot (slot, layer) is region row
+// slot * layers + layer, heads inside it, so one launch per layer serves the whole batch.
+//   - leap 8-bit namespaces: a window pool (gpu/pool_layout.h); WindowDecodeStep, then
+//     WindowRefit over the batch's slots (refits exactly the heads whose window filled);
+//   - fp32 namespaces: an FP32 pool [slot][head][dv][dk]; Fp32DecodeStep.
+// Loads and exports go through the host form of a region (WriteRegion / ReadRegion) and the CPU
+// reference codec, so a checkpoint leaves the pool as the same v1 blob the CPU backend exports.
+// Other codecs and shapes the kernels do not build (dk = dv = 128 only) are UNIMPLEMENTED; the
+// server then uses the CPU backend.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <vector>
+
+#include "gpu/pool_layout.h"
+#include "service/decode/decode_backend.h"
+
+namespace leapcache::decode {
+
+class CudaDecodeBackend final : public DecodeBackend {
+ public:
+  // UNIMPLEMENTED for a format or shape the kernels do not build; UNAVAILABLE without a device;
+  // RESOURCE_EXHAUSTED when the pool does not fit.
+  static absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> Create(const DecodeShape& shape,
+                                                                   int device);
+  ~CudaDecodeBackend() override;
+
+  const char* name() const override { return "cuda"; }
+  absl::Status Step(const LayerStep& step, const LayerOutput& out) override;
+  absl::Status Reset(int slot) override;
+  absl::Status Load(int slot, std::span<const std::span<const uint8_t>> blobs) override;
+  absl::StatusOr<std::vector<std::vector<uint8_t>>> Export(int slot) override;
+  size_t state_bytes() const override { return pool_bytes_; }
+
+ private:
+  explicit CudaDecodeBackend(const DecodeShape& shape) : DecodeBackend(shape) {}
+  bool windowed() const { return shape_.spec.codec == Codec::kLeap; }
+  size_t row_bytes() const;  // one (slot, layer): heads regions or heads fp32 states
+  uint8_t* row(int slot, int layer) const {
+    return pool_ + row_bytes() * (static_cast<size_t>(slot) * shape_.layers + layer);
+  }
+  absl::Status WriteRows(int slot, const std::vector<uint8_t>& host_rows);
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  PoolLayout layout_;  // windowed only
+  uint8_t* pool_ = nullptr;
+  size_t pool_bytes_ = 0;
+  // Per-step staging, sized for a batch of `slots` requests.
+  int32_t* d_slot_ = nullptr;
+  float* d_in_ = nullptr;   // q | k | v | g | beta
+  float* d_out_ = nullptr;  // o
+  float* h_in_ = nullptr;   // pinned mirrors
+  float* h_out_ = nullptr;
+  int32_t* h_slot_ = nullptr;
+};
+
+}  // namespace leapcache::decode

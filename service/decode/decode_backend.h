@@ -1,0 +1,99 @@
+// DecodeBackend: the live recurrent states of one attached-decode session and the step that
+// advances them. An engine that leaves its live states in the service sends, per linear layer
+// and token, the projected q, k, v, gate and beta of its requests' heads and gets the layer's
+// output back; the backend owns the states in between.
+//
+// Shape of a session: `slots` live requests x `layers` linear layers x `heads` heads, each a
+// dk x dv state in the namespace's live form:
+//   - window-format namespaces (codec leap): the window representation of FORMAT.md section 5
+//     (boundary blob + open window's records), refitted at every p-th token;
+//   - every other codec: an FP32 state (what an engine keeps), encoded with the namespace's
+//     codec only when it is committed as a checkpoint.
+// Implementations: CpuDecodeBackend (the CPU reference, bit-identical to running
+// reference::WindowState / the FP32 recurrence in process) and CudaDecodeBackend (the fused
+// decode and boundary-refit kernels on a device pool).
+//
+// Not thread-safe: a session serialises its calls (decode_session_table.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpu/format.h"
+
+namespace leapcache::decode {
+
+struct DecodeShape {
+  BlobSpec spec;  // the namespace's storage format (kind, dk, dv, codec, p, ...)
+  int slots = 0;
+  int layers = 0;
+  int heads = 0;
+  bool l2norm_qk = false;  // FLA use_qk_l2norm_in_kernel
+  float scale = 1.0f;      // multiplies q after the norm
+  int gate_size() const { return spec.kind == StateKind::kGdn ? 1 : spec.dk; }
+};
+
+// Element type of q, k, v and of the output as engines hand them over: fp32 or bf16,
+// little-endian (g and beta are always fp32). The CUDA backend passes bf16 straight to the
+// kernels; the CPU backend widens it exactly.
+enum class WireDType : uint8_t { kFp32, kBf16 };
+inline size_t WireBytes(WireDType d) { return d == WireDType::kBf16 ? 2 : 4; }
+// Element i of a little-endian fp32 / bf16 array.
+float WireValue(WireDType dtype, const uint8_t* data, size_t i);
+
+// One layer's inputs for a batch of requests, request-major:
+//   slot[b]            the request's slot, or -1 for a padding entry (zero output, no state
+//   touched) q, k [b][h][dk], v [b][h][dv] in `dtype`; g [b][h][gate], beta [b][h] fp32
+// The caller (DecodeSession) has checked sizes, slot range and uniqueness, and finiteness.
+struct LayerStep {
+  int layer = 0;
+  std::span<const int32_t> slot;
+  WireDType dtype = WireDType::kFp32;
+  std::span<const uint8_t> q, k, v;
+  std::span<const float> g, beta;
+};
+
+// Where a step's output goes: [b][h][dv] in `dtype`.
+struct LayerOutput {
+  WireDType dtype = WireDType::kFp32;
+  std::span<uint8_t> o;
+};
+
+class DecodeBackend {
+ public:
+  virtual ~DecodeBackend() = default;
+  const DecodeShape& shape() const { return shape_; }
+  // "cpu" or "cuda", for the session's description and metrics.
+  virtual const char* name() const = 0;
+
+  // Advances every non-padding request of `step` by one token and writes the output (zeros for
+  // padding). Inputs are checked before (DecodeSession); an error here is internal (a device
+  // failure, a state the codec cannot hold) and names the (slot, layer, head).
+  virtual absl::Status Step(const LayerStep& step, const LayerOutput& out) = 0;
+
+  // Sets every (layer, head) state of `slot` to zero.
+  virtual absl::Status Reset(int slot) = 0;
+  // Sets the slot's states from v1 blobs of the namespace's format, (layer, head) order; the
+  // window starts empty at the blob, so the next tokens continue exactly from the checkpoint.
+  virtual absl::Status Load(int slot, std::span<const std::span<const uint8_t>> blobs) = 0;
+  // The slot's states as v1 blobs of the namespace's format, (layer, head) order, without
+  // changing them: a window at its boundary hands out its blob as is; an open window (or an
+  // FP32 state) is encoded from the state it represents.
+  virtual absl::StatusOr<std::vector<std::vector<uint8_t>>> Export(int slot) = 0;
+
+  // Device or host bytes the live states occupy.
+  virtual size_t state_bytes() const = 0;
+
+ protected:
+  explicit DecodeBackend(const DecodeShape& shape) : shape_(shape) {}
+  const DecodeShape shape_;
+};
+
+// Bytes one session of `shape` holds on the CPU backend (what admission control charges).
+size_t LiveStateBytes(const DecodeShape& shape);
+
+}  // namespace leapcache::decode

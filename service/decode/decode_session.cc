@@ -1,0 +1,189 @@
+#include "service/decode/decode_session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/crc32c.h"
+#include "service/core/status_util.h"
+
+namespace leapcache::decode {
+namespace {
+
+absl::Status CheckSize(const char* name, size_t got, size_t want) {
+  if (got == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " holds ", got, " values, expected ", want));
+}
+
+absl::Status CheckFinite(const char* name, std::span<const float> x) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "[", i, "] is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// fp32 or bf16: an all-ones exponent is an infinity or a NaN in both.
+absl::Status CheckFinite(const char* name, WireDType dtype, std::span<const uint8_t> x) {
+  const size_t n = x.size() / WireBytes(dtype);
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(WireValue(dtype, x.data(), i))) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "[", i, "] is not finite"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DecodeSession::DecodeSession(const SessionInfo& info, std::unique_ptr<DecodeBackend> backend,
+                             core::CheckpointStore* store)
+    : info_(info),
+      store_(store),
+      backend_(std::move(backend)),
+      last_used_ns_(absl::ToUnixNanos(absl::Now())) {}
+
+absl::Status DecodeSession::CheckSlot(int slot) const {
+  if (slot < 0 || slot >= info_.shape.slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot ", slot, " is outside [0, ", info_.shape.slots, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeSession::CheckStep(const LayerStep& in, const LayerOutput& out) const {
+  const DecodeShape& s = info_.shape;
+  if (in.layer < 0 || in.layer >= s.layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", in.layer, " is outside [0, ", s.layers, ")"));
+  }
+  const size_t batch = in.slot.size();
+  if (batch == 0 || batch > static_cast<size_t>(s.slots)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch holds 1..", s.slots, " requests (the session's slots), got ", batch));
+  }
+  std::vector<bool> seen(static_cast<size_t>(s.slots), false);
+  for (size_t b = 0; b < batch; ++b) {
+    const int slot = in.slot[b];
+    if (slot == -1) continue;
+    if (slot < 0 || slot >= s.slots) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot[", b, "] = ", slot, " is neither -1 (padding) nor in [0, ", s.slots, ")"));
+    }
+    if (seen[static_cast<size_t>(slot)]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot ", slot, " appears twice in the batch (slot[", b, "])"));
+    }
+    seen[static_cast<size_t>(slot)] = true;
+  }
+  const size_t bh = batch * static_cast<size_t>(s.heads);
+  const size_t e = WireBytes(in.dtype);
+  LC_RETURN_IF_ERROR(CheckSize("q", in.q.size() / e, bh * s.spec.dk));
+  LC_RETURN_IF_ERROR(CheckSize("k", in.k.size() / e, bh * s.spec.dk));
+  LC_RETURN_IF_ERROR(CheckSize("v", in.v.size() / e, bh * s.spec.dv));
+  if (in.q.size() % e != 0 || in.k.size() % e != 0 || in.v.size() % e != 0) {
+    return absl::InvalidArgumentError("q, k and v must hold whole elements of their dtype");
+  }
+  LC_RETURN_IF_ERROR(CheckSize("g", in.g.size(), bh * s.gate_size()));
+  LC_RETURN_IF_ERROR(CheckSize("beta", in.beta.size(), bh));
+  LC_RETURN_IF_ERROR(CheckSize("o", out.o.size(), bh * s.spec.dv * WireBytes(out.dtype)));
+  LC_RETURN_IF_ERROR(CheckFinite("q", in.dtype, in.q));
+  LC_RETURN_IF_ERROR(CheckFinite("k", in.dtype, in.k));
+  LC_RETURN_IF_ERROR(CheckFinite("v", in.dtype, in.v));
+  LC_RETURN_IF_ERROR(CheckFinite("g", in.g));
+  LC_RETURN_IF_ERROR(CheckFinite("beta", in.beta));
+  return absl::OkStatus();
+}
+
+void DecodeSession::Touch() { last_used_ns_.store(absl::ToUnixNanos(absl::Now())); }
+
+absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
+  LC_RETURN_IF_ERROR(CheckStep(in, out));
+  Touch();
+  absl::MutexLock lock(&mu_);
+  LC_RETURN_IF_ERROR(backend_->Step(in, out));
+  ++steps_;
+  request_steps_ += static_cast<uint64_t>(
+      std::count_if(in.slot.begin(), in.slot.end(), [](int32_t s) { return s >= 0; }));
+  return absl::OkStatus();
+}
+
+absl::Status DecodeSession::Reset(int slot) {
+  LC_RETURN_IF_ERROR(CheckSlot(slot));
+  Touch();
+  absl::MutexLock lock(&mu_);
+  return backend_->Reset(slot);
+}
+
+absl::StatusOr<core::Position> DecodeSession::Load(int slot, const core::BlockHash& hash) {
+  LC_RETURN_IF_ERROR(CheckSlot(slot));
+  LC_ASSIGN_OR_RETURN(core::ReadLease lease, store_->Get(info_.ns, hash, info_.heads));
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<std::span<const uint8_t>> blobs;
+  blobs.reserve(lease.num_blobs());
+  const bool in_place = lease.host_addressable();
+  if (!in_place) copies.resize(lease.num_blobs());
+  for (int l = 0; l < lease.layers(); ++l) {
+    for (int h = info_.heads.begin; h < info_.heads.end; ++h) {
+      if (in_place) {
+        blobs.push_back(lease.Blob(l, h));
+      } else {
+        std::vector<uint8_t>& c = copies[blobs.size()];
+        c.resize(lease.blob_bytes());
+        LC_RETURN_IF_ERROR(lease.CopyBlob(l, h, c));
+        blobs.push_back(c);
+      }
+    }
+  }
+  Touch();
+  absl::MutexLock lock(&mu_);
+  LC_RETURN_IF_ERROR(backend_->Load(slot, blobs));
+  return lease.position();
+}
+
+absl::Status DecodeSession::Commit(int slot, const core::BlockHash& hash,
+                                   const core::Position& position) {
+  LC_RETURN_IF_ERROR(CheckSlot(slot));
+  std::vector<std::vector<uint8_t>> blobs;
+  {
+    Touch();
+    absl::MutexLock lock(&mu_);
+    LC_ASSIGN_OR_RETURN(blobs, backend_->Export(slot));
+  }
+  core::PutRequest put;
+  put.ns = info_.ns;
+  put.hash = hash;
+  put.position = position;
+  put.heads = info_.heads;
+  LC_ASSIGN_OR_RETURN(core::Reservation r, store_->Reserve(put));
+  uint32_t crc = 0;
+  size_t offset = 0;
+  absl::Status st;
+  for (const std::vector<uint8_t>& blob : blobs) {
+    if (blob.size() != r.blob_bytes) {
+      st = absl::InternalError(absl::StrCat("exported blob of ", blob.size(),
+                                            " bytes, the store expects ", r.blob_bytes));
+      break;
+    }
+    st = store_->Upload(r.id, offset, blob);
+    if (!st.ok()) break;
+    crc = Crc32cExtend(crc, blob.data(), blob.size());
+    offset += blob.size();
+  }
+  if (st.ok()) st = store_->Commit(r.id, crc);
+  if (!st.ok()) {
+    (void)store_->Abort(r.id);  // NOT_FOUND if it was reclaimed already
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Time DecodeSession::last_used() const { return absl::FromUnixNanos(last_used_ns_.load()); }
+
+uint64_t DecodeSession::steps() const { return steps_.load(); }
+
+uint64_t DecodeSession::request_steps() const { return request_steps_.load(); }
+
+}  // namespace leapcache::decode

@@ -1,0 +1,186 @@
+#include "service/decode/decode_session_table.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/core/status_util.h"
+#include "service/decode/cpu_decode_backend.h"
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#include "service/decode/cuda_decode_backend.h"
+#endif
+
+namespace leapcache::decode {
+
+absl::StatusOr<BackendChoice> ParseBackendChoice(const std::string& s) {
+  if (s == "cpu") return BackendChoice::kCpu;
+  if (s == "cuda") return BackendChoice::kCuda;
+  if (s == "auto") return BackendChoice::kAuto;
+  return absl::InvalidArgumentError(
+      absl::StrCat("decode backend must be cpu, cuda or auto (got \"", s, "\")"));
+}
+
+bool CudaBackendBuilt() {
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+  return true;
+#else
+  return false;
+#endif
+}
+
+DecodeSessionTable::DecodeSessionTable(const DecodeOptions& options, core::CheckpointStore* store)
+    : options_(options), store_(store) {
+  const absl::Duration interval = std::min(absl::Seconds(1), options_.idle_timeout / 4);
+  reaper_ = std::thread([this, interval] {
+    while (!stop_reaper_.WaitForNotificationWithTimeout(interval)) Reap(absl::Now());
+  });
+}
+
+DecodeSessionTable::~DecodeSessionTable() {
+  stop_reaper_.Notify();
+  reaper_.join();
+}
+
+absl::StatusOr<std::unique_ptr<DecodeBackend>> DecodeSessionTable::MakeBackend(
+    const DecodeShape& shape) const {
+  if (options_.backend != BackendChoice::kCpu) {
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+    absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> cuda =
+        CudaDecodeBackend::Create(shape, options_.device);
+    if (cuda.ok()) return std::unique_ptr<DecodeBackend>(*std::move(cuda));
+    // kAuto falls back only when the kernels cannot serve this session, not on real failures.
+    const bool fallback =
+        options_.backend == BackendChoice::kAuto &&
+        (absl::IsUnimplemented(cuda.status()) || absl::IsUnavailable(cuda.status()));
+    if (!fallback) return cuda.status();
+#else
+    if (options_.backend == BackendChoice::kCuda) {
+      return absl::UnimplementedError("this server was built without the CUDA decode backend");
+    }
+#endif
+  }
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<CpuDecodeBackend> cpu, CpuDecodeBackend::Create(shape));
+  return std::unique_ptr<DecodeBackend>(std::move(cpu));
+}
+
+absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request) {
+  LC_ASSIGN_OR_RETURN(core::NamespaceInfo ns, store_->GetNamespace(request.ns));
+  core::HeadRange heads = request.heads;
+  if (heads.begin == 0 && heads.end == 0) heads = {0, ns.spec.model.total_heads};
+  if (heads.begin < 0 || heads.empty() || heads.end > ns.spec.model.total_heads) {
+    return absl::InvalidArgumentError(absl::StrCat("heads [", heads.begin, ", ", heads.end,
+                                                   ") are not a range of the namespace's ",
+                                                   ns.spec.model.total_heads, " heads"));
+  }
+  if (request.slots < 1 || request.slots > options_.max_slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slots must be in 1..", options_.max_slots, " (got ", request.slots, ")"));
+  }
+  if (!std::isfinite(request.scale) || request.scale < 0.0f) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scale must be finite and >= 0 (got ", request.scale, ")"));
+  }
+  DecodeShape shape;
+  shape.spec = ns.spec.format;
+  shape.slots = request.slots;
+  shape.layers = ns.spec.model.linear_layers;
+  shape.heads = heads.size();
+  shape.l2norm_qk = request.l2norm_qk;
+  shape.scale = request.scale > 0.0f
+                    ? request.scale
+                    : 1.0f / std::sqrt(static_cast<float>(shape.spec.dk));  // FLA's default
+
+  const size_t estimate = LiveStateBytes(shape);
+  {
+    absl::MutexLock lock(&mu_);
+    if (sessions_.size() >= static_cast<size_t>(options_.max_sessions)) {
+      ++stats_.refused;
+      return absl::ResourceExhaustedError(
+          absl::StrCat(options_.max_sessions, " decode sessions are open already"));
+    }
+    if (estimate > options_.memory_budget - std::min(options_.memory_budget, reserved_bytes_)) {
+      ++stats_.refused;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a session of ", request.slots, " slots needs ", estimate, " bytes of live state; ",
+          options_.memory_budget - std::min(options_.memory_budget, reserved_bytes_), " of ",
+          options_.memory_budget, " are free"));
+    }
+    reserved_bytes_ += estimate;
+  }
+  absl::StatusOr<std::unique_ptr<DecodeBackend>> backend = MakeBackend(shape);
+  absl::MutexLock lock(&mu_);
+  reserved_bytes_ -= estimate;
+  if (!backend.ok()) {
+    ++stats_.refused;
+    return backend.status();
+  }
+  SessionInfo info;
+  info.id = next_id_++;
+  info.ns = request.ns;
+  info.heads = heads;
+  info.shape = shape;
+  info.backend = (*backend)->name();
+  info.state_bytes = (*backend)->state_bytes();
+  reserved_bytes_ += info.state_bytes;
+  sessions_[info.id] = std::make_shared<DecodeSession>(info, *std::move(backend), store_);
+  ++stats_.opened;
+  return info;
+}
+
+absl::StatusOr<std::shared_ptr<DecodeSession>> DecodeSessionTable::Find(SessionId id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no decode session ", id, " (closed or idle too long)"));
+  }
+  return it->second;
+}
+
+absl::Status DecodeSessionTable::Close(SessionId id) {
+  std::shared_ptr<DecodeSession> closed;  // destroyed (states freed) outside the lock
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("no decode session ", id));
+  }
+  closed = std::move(it->second);
+  sessions_.erase(it);
+  reserved_bytes_ -= closed->info().state_bytes;
+  stats_.steps += closed->steps();
+  stats_.request_steps += closed->request_steps();
+  ++stats_.closed;
+  return absl::OkStatus();
+}
+
+size_t DecodeSessionTable::Reap(absl::Time now) {
+  std::vector<std::shared_ptr<DecodeSession>> reaped;
+  absl::MutexLock lock(&mu_);
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second->last_used() + options_.idle_timeout < now) {
+      reserved_bytes_ -= it->second->info().state_bytes;
+      stats_.steps += it->second->steps();
+      stats_.request_steps += it->second->request_steps();
+      reaped.push_back(std::move(it->second));
+      sessions_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  stats_.reaped += reaped.size();
+  return reaped.size();
+}
+
+TableStats DecodeSessionTable::Stats() const {
+  absl::MutexLock lock(&mu_);
+  TableStats s = stats_;
+  for (const auto& [id, session] : sessions_) {
+    s.steps += session->steps();
+    s.request_steps += session->request_steps();
+  }
+  s.sessions = sessions_.size();
+  s.state_bytes = reserved_bytes_;
+  return s;
+}
+
+}  // namespace leapcache::decode

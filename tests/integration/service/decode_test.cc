@@ -1,0 +1,272 @@
+// Attached decode through the real server: an engine opens a decode session, streams 260 tokens
+// of bf16 inputs for two linear layers, commits a live state as a checkpoint, and resumes another
+// slot from it. Outputs are compared bit for bit with the CPU reference trackers driven in this
+// process (the server's CPU backend runs the same code), for GDN and KDA, window and FP32 forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "gpu/half.h"
+#include "gpu/reference/per_step.h"
+#include "gpu/reference/window.h"
+#include "leapcache/decode_session.h"
+#include "tests/integration/service/service_fixture.h"
+
+namespace leapcache::testing {
+namespace {
+
+constexpr int kLayers = 2, kTotalHeads = 4, kDim = 128;
+constexpr client::HeadRange kHeads{1, 3};  // the session serves heads 1 and 2
+constexpr int kHeadsInSession = 2;
+
+class DecodeTest : public ServiceTest {
+ protected:
+  std::vector<std::string> ServerArgs() const override {
+    return {"--memory-budget=64MiB", "--page-bytes=128KiB", "--decode-backend=cpu",
+            "--decode-memory-budget=256MiB"};
+  }
+
+  client::NamespaceInfo RegisterFormat(StateKind kind, client::Codec codec) {
+    client::NamespaceSpec spec;
+    spec.tenant = "decode";
+    spec.model = {kLayers, kTotalHeads, kDim, kDim,
+                  kind == StateKind::kGdn ? client::StateKind::kGdn : client::StateKind::kKda};
+    spec.format = client::StorageFormat::Leap(8);
+    if (codec == client::Codec::kFp32) spec.format = {client::Codec::kFp32, 32, 1, 0, false};
+    return Register(spec);
+  }
+
+  std::unique_ptr<client::DecodeSession> Open(uint32_t ns, int slots) {
+    client::ClientOptions options;
+    options.target = server_->target();
+    auto s = client::DecodeSession::Open(options, {ns, kHeads, slots, true, 0.0f});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+};
+
+// One layer's token for a batch, as the wire carries it (bf16 q, k, v) and as the reference
+// sees it (the same values widened).
+struct Token {
+  std::vector<uint16_t> q16, k16, v16;
+  std::vector<float> q, k, v, g, beta;
+  Token(StateKind kind, int batch, std::mt19937& rng) {
+    const size_t bh = static_cast<size_t>(batch) * kHeadsInSession;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    auto bf16 = [&](std::vector<uint16_t>& w, std::vector<float>& f) {
+      w.resize(bh * kDim);
+      f.resize(bh * kDim);
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] = FloatToBf16(normal(rng));
+        f[i] = Bf16ToFloat(w[i]);
+      }
+    };
+    bf16(q16, q);
+    bf16(k16, k);
+    bf16(v16, v);
+    std::uniform_real_distribution<float> gdn(-0.5f, -0.01f), kda(-0.3f, 0.0f), b(0.05f, 0.95f);
+    g.resize(kind == StateKind::kGdn ? bh : bh * kDim);
+    for (float& x : g) x = kind == StateKind::kGdn ? gdn(rng) : kda(rng);
+    beta.resize(bh);
+    for (float& x : beta) x = b(rng);
+  }
+  client::DecodeStep Step(int layer, const std::vector<int32_t>& slot) const {
+    auto bytes = [](const std::vector<uint16_t>& w) {
+      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.data()), w.size() * 2);
+    };
+    return {layer, slot, client::DType::kBf16, bytes(q16), bytes(k16), bytes(v16),
+            g,     beta, client::DType::kFp32};
+  }
+};
+
+std::unique_ptr<reference::StateTracker> Reference(StateKind kind, Codec codec) {
+  const reference::StepOptions step{true, 1.0f / std::sqrt(static_cast<float>(kDim))};
+  if (codec == Codec::kLeap) {
+    reference::WindowOptions o;
+    o.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
+    o.step = step;
+    return std::move(reference::WindowState::Create(o, nullptr)).value();
+  }
+  BlobSpec fp32;
+  fp32.kind = kind;
+  fp32.dk = fp32.dv = kDim;
+  fp32.codec = Codec::kFp32;
+  fp32.bits = 32;
+  fp32.p = 1;
+  fp32.r = 0;
+  fp32.smoothing = false;
+  return std::move(reference::PerStepState::Create(fp32, step, nullptr)).value();
+}
+
+client::BlockHash Hash(uint8_t i) {
+  client::BlockHash h{};
+  h.fill(0x5A);
+  h[0] = i;
+  return h;
+}
+
+void RunTrajectory(DecodeTest* test, StateKind kind, Codec codec,
+                   std::unique_ptr<client::DecodeSession> session, uint32_t ns,
+                   client::Client& client) {
+  ASSERT_NE(session, nullptr);
+  const client::DecodeSessionInfo& info = session->info();
+  EXPECT_EQ(info.backend, "cpu");
+  EXPECT_EQ(info.layers, kLayers);
+  EXPECT_EQ(info.heads.begin, kHeads.begin);
+  EXPECT_EQ(info.heads.end, kHeads.end);
+  // ref[slot][layer][head]; the batch is slot 2, padding, slot 0. Slot 1 joins later.
+  std::vector<std::unique_ptr<reference::StateTracker>> ref;
+  for (int i = 0; i < 3 * kLayers * kHeadsInSession; ++i) ref.push_back(Reference(kind, codec));
+  auto tracker = [&](int slot, int layer, int head) -> reference::StateTracker& {
+    return *ref[(slot * kLayers + layer) * kHeadsInSession + head];
+  };
+  for (int slot = 0; slot < 3; ++slot) ASSERT_TRUE(session->Reset(slot).ok());
+  std::mt19937 rng(kind == StateKind::kGdn ? 21 : 22);
+  std::vector<float> want(kDim);
+
+  auto run = [&](int steps, const std::vector<int32_t>& slots) {
+    const int batch = static_cast<int>(slots.size());
+    std::vector<float> o(static_cast<size_t>(batch) * kHeadsInSession * kDim);
+    for (int t = 0; t < steps; ++t) {
+      for (int l = 0; l < kLayers; ++l) {
+        Token token(kind, batch, rng);
+        std::fill(o.begin(), o.end(), std::nanf(""));
+        absl::Status st =
+            session->Step(token.Step(l, slots),
+                          std::span<uint8_t>(reinterpret_cast<uint8_t*>(o.data()), o.size() * 4));
+        ASSERT_TRUE(st.ok()) << st;
+        const int gate = kind == StateKind::kGdn ? 1 : kDim;
+        for (int b = 0; b < batch; ++b) {
+          for (int h = 0; h < kHeadsInSession; ++h) {
+            const size_t bh = static_cast<size_t>(b) * kHeadsInSession + h;
+            const float* got = o.data() + bh * kDim;
+            if (slots[b] < 0) {
+              for (int c = 0; c < kDim; ++c) ASSERT_EQ(got[c], 0.0f);
+              continue;
+            }
+            reference::StepInput x{token.q.data() + bh * kDim, token.k.data() + bh * kDim,
+                                   token.v.data() + bh * kDim, token.g.data() + bh * gate,
+                                   token.beta[bh]};
+            ASSERT_TRUE(tracker(slots[b], l, h).Step(x, want.data()).ok());
+            ASSERT_EQ(0, std::memcmp(got, want.data(), kDim * sizeof(float)))
+                << "token " << t << " layer " << l << " slot " << slots[b] << " head " << h;
+          }
+        }
+      }
+    }
+  };
+
+  run(256, {2, -1, 0});  // 16 full windows: slot 0 sits exactly at a boundary
+
+  // Commit slot 0 as a checkpoint; a compact Get returns exactly the reference's blobs.
+  const client::Position at{256 * 1, 1};
+  ASSERT_TRUE(session->Commit(0, Hash(1), at).ok());
+  EXPECT_EQ(session->Commit(0, Hash(1), at).code(), absl::StatusCode::kAlreadyExists);
+  absl::StatusOr<client::Checkpoint> got = client.Get({ns, Hash(1), kHeads, std::nullopt});
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<float> S(kDim * kDim);
+  std::vector<uint8_t> want_blobs;
+  for (int l = 0; l < kLayers; ++l) {
+    for (int h = 0; h < kHeadsInSession; ++h) {
+      reference::StateTracker& t = tracker(0, l, h);
+      if (codec == Codec::kLeap) {
+        auto& w = static_cast<reference::WindowState&>(t);
+        ASSERT_EQ(w.num_records(), 0);
+        want_blobs.insert(want_blobs.end(), w.blob().begin(), w.blob().end());
+      } else {
+        t.State(S.data());
+        BlobSpec fp32 = BlobSpec::Leap(kind, 8, kDim, kDim);
+        fp32.codec = Codec::kFp32;
+        fp32.bits = 32;
+        fp32.p = 1;
+        fp32.r = 0;
+        fp32.smoothing = false;
+        auto blob = std::move(reference::Encode(fp32, S.data(), Orientation::kKV)).value();
+        want_blobs.insert(want_blobs.end(), blob.begin(), blob.end());
+      }
+    }
+  }
+  EXPECT_EQ(got->bytes, want_blobs);
+
+  // Slot 1 resumes from the checkpoint: from here on it tracks slot 0 exactly.
+  absl::StatusOr<client::Position> loaded = session->Load(1, Hash(1));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->tokens, at.tokens);
+  for (int l = 0; l < kLayers; ++l) {
+    for (int h = 0; h < kHeadsInSession; ++h) {
+      if (codec == Codec::kLeap) {
+        auto& w0 = static_cast<reference::WindowState&>(tracker(0, l, h));
+        reference::WindowOptions o;
+        o.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
+        o.step = {true, 1.0f / std::sqrt(static_cast<float>(kDim))};
+        ref[(1 * kLayers + l) * kHeadsInSession + h] =
+            std::move(reference::WindowState::FromSnapshot(o, w0.Snapshot())).value();
+      } else {
+        tracker(0, l, h).State(S.data());
+        BlobSpec fp32 = BlobSpec::Leap(kind, 8, kDim, kDim);
+        fp32.codec = Codec::kFp32;
+        fp32.bits = 32;
+        fp32.p = 1;
+        fp32.r = 0;
+        fp32.smoothing = false;
+        ref[(1 * kLayers + l) * kHeadsInSession + h] =
+            std::move(
+                reference::PerStepState::Create(fp32, {true, 1.0f / std::sqrt(128.0f)}, S.data()))
+                .value();
+      }
+    }
+  }
+  run(6, {1, 0, 2});
+  (void)test;
+}
+
+TEST_F(DecodeTest, GdnWindowTrajectoryMatchesTheReference) {
+  const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);
+  RunTrajectory(this, StateKind::kGdn, Codec::kLeap, Open(ns.id, 3), ns.id, *client_);
+}
+
+TEST_F(DecodeTest, KdaWindowTrajectoryMatchesTheReference) {
+  const auto ns = RegisterFormat(StateKind::kKda, client::Codec::kLeap);
+  RunTrajectory(this, StateKind::kKda, Codec::kLeap, Open(ns.id, 3), ns.id, *client_);
+}
+
+TEST_F(DecodeTest, KdaFp32TrajectoryMatchesTheReference) {
+  const auto ns = RegisterFormat(StateKind::kKda, client::Codec::kFp32);
+  RunTrajectory(this, StateKind::kKda, Codec::kFp32, Open(ns.id, 3), ns.id, *client_);
+}
+
+TEST_F(DecodeTest, BadRequestsGetPreciseStatuses) {
+  const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);
+  client::ClientOptions options;
+  options.target = server_->target();
+  EXPECT_EQ(client::DecodeSession::Open(options, {ns.id + 7, {}, 1}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(client::DecodeSession::Open(options, {ns.id, {3, 9}, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client::DecodeSession::Open(options, {ns.id, {}, 1 << 30}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto session = Open(ns.id, 2);
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->Load(0, Hash(9)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->Reset(2).code(), absl::StatusCode::kInvalidArgument);
+  std::mt19937 rng(1);
+  Token token(StateKind::kGdn, 2, rng);
+  std::vector<float> o(2 * kHeadsInSession * kDim);
+  auto out = std::span<uint8_t>(reinterpret_cast<uint8_t*>(o.data()), o.size() * 4);
+  const std::vector<int32_t> twice = {1, 1};
+  EXPECT_EQ(session->Step(token.Step(0, twice), out).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<int32_t> ok = {1, 0};
+  EXPECT_EQ(session->Step(token.Step(kLayers, ok), out).code(), absl::StatusCode::kInvalidArgument);
+  token.g[0] = std::nanf("");
+  EXPECT_EQ(session->Step(token.Step(0, ok), out).code(), absl::StatusCode::kInvalidArgument);
+  token.g[0] = -0.1f;
+  // After the refusals the stream reopens and the step runs.
+  EXPECT_TRUE(session->Step(token.Step(0, ok), out).ok());
+  ASSERT_TRUE(session->Close().ok());
+  EXPECT_EQ(session->Reset(0).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace leapcache::testing

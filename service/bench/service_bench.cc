@@ -2,6 +2,7 @@
 // table (nothing is asserted).
 //
 //   leapcache-service-bench [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=HOST:PORT]
+//                           [--gpu-memory-budget=BYTES]
 //
 // 1. Lookup throughput and p50/p99 latency at 1, 8 and 64 concurrent clients (each its own
 //    connection) for S seconds each, on chains of 32 blocks with checkpoints every 8 blocks.
@@ -37,6 +38,8 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct Flags {
+  // Bytes of GPU tier in front of the host tier (servers built with CUDA); 0: host only.
+  uint64_t gpu_memory_budget = 0;
   double seconds = 3;
   int reps = 5;
   size_t chunk_bytes = 1 << 20;
@@ -54,11 +57,12 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     if (name == "--chunk-bytes" && absl::SimpleAtoi(value, &f->chunk_bytes) && f->chunk_bytes > 0) {
       continue;
     }
+    if (name == "--gpu-memory-budget" && absl::SimpleAtoi(value, &f->gpu_memory_budget)) continue;
     if (name == "--target" && !value.empty()) {
       f->target = value;
       continue;
     }
-    std::fprintf(stderr, "usage: %s [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=H:P]\n",
+    std::fprintf(stderr, "usage: %s [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=H:P] [--gpu-memory-budget=BYTES]\n",
                  argv[0]);
     return false;
   }
@@ -239,6 +243,7 @@ int Main(int argc, char** argv) {
     config.listen = "127.0.0.1:0";
     config.metrics_listen = "";
     config.memory_budget = 1ull << 30;
+    config.gpu_memory_budget = f.gpu_memory_budget;
     config.chunk_bytes = f.chunk_bytes;
     config.max_message_bytes = std::max<uint64_t>(8 << 20, f.chunk_bytes + (128 << 10));
     absl::StatusOr<std::unique_ptr<server::Server>> s = server::Server::Start(config);

@@ -9,6 +9,13 @@
 
 namespace leapcache::server {
 
+PutPipeline::PutPipeline(core::CheckpointStore* store, const core::Clock& clock,
+                         StateEncoder* encoder)
+    : store_(store),
+      clock_(clock),
+      own_encoder_(encoder == nullptr ? MakeCpuStateEncoder() : nullptr),
+      encoder_(encoder == nullptr ? own_encoder_.get() : encoder) {}
+
 absl::StatusOr<PutTicket> PutPipeline::Reserve(const core::PutRequest& request,
                                                const std::optional<DenseFormat>& dense) {
   std::shared_ptr<DensePut> put;
@@ -99,17 +106,12 @@ absl::Status PutPipeline::UploadDense(DensePut& put, uint64_t offset,
   };
   absl::Status st = CheckDenseStates(put.format, put.state_elements, data, describe);
   uint32_t blob_crc = offset == 0 ? 0 : put.blob_crc;  // only this thread writes it now
-  std::vector<float> scratch;
-  for (size_t i = 0; st.ok() && i < states; ++i) {
-    absl::StatusOr<std::vector<uint8_t>> blob = EncodeDenseState(
-        put.spec, put.format, data.subspan(i * put.state_bytes, put.state_bytes), &scratch);
-    if (!blob.ok()) {
-      st = absl::Status(blob.status().code(), absl::StrCat("dense state of ", describe(i), ": ",
-                                                           blob.status().message()));
-      break;
-    }
-    st = store_->Upload(put.id, (first_state + i) * put.blob_bytes, *blob);
-    blob_crc = Crc32cExtend(blob_crc, blob->data(), blob->size());
+  std::vector<std::vector<uint8_t>> blobs;
+  blobs.reserve(states);
+  if (st.ok()) st = encoder_->Encode(put.spec, put.format, data, describe, &blobs);
+  for (size_t i = 0; st.ok() && i < blobs.size(); ++i) {
+    st = store_->Upload(put.id, (first_state + i) * put.blob_bytes, blobs[i]);
+    blob_crc = Crc32cExtend(blob_crc, blobs[i].data(), blobs[i].size());
   }
 
   absl::MutexLock lock(&mu_);

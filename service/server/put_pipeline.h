@@ -32,6 +32,7 @@
 #include "service/core/checkpoint_store.h"
 #include "service/core/clock.h"
 #include "service/server/dense_state.h"
+#include "service/server/state_encoder.h"
 
 namespace leapcache::server {
 
@@ -46,9 +47,10 @@ struct PutTicket {
 
 class PutPipeline {
  public:
-  // `clock` must be the store's clock. Both must outlive the pipeline.
-  PutPipeline(core::CheckpointStore* store, const core::Clock& clock)
-      : store_(store), clock_(clock) {}
+  // `clock` must be the store's clock; `encoder` encodes dense states (null: the CPU
+  // reference). All must outlive the pipeline.
+  PutPipeline(core::CheckpointStore* store, const core::Clock& clock,
+              StateEncoder* encoder = nullptr);
   PutPipeline(const PutPipeline&) = delete;
   PutPipeline& operator=(const PutPipeline&) = delete;
 
@@ -87,6 +89,8 @@ class PutPipeline {
 
   core::CheckpointStore* const store_;
   const core::Clock& clock_;
+  std::unique_ptr<StateEncoder> own_encoder_;  // the CPU reference when none is given
+  StateEncoder* const encoder_;
   // A leaf: never held while calling the store or encoding, so it never nests with the core's
   // locks (checkpoint_store.h lists their order).
   mutable absl::Mutex mu_;

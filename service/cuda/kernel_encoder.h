@@ -1,0 +1,59 @@
+// KernelEncoder: dense states -> sealed v1 blobs with the encode kernel (WindowEncode), for the
+// server's dense puts when it runs on a GPU. One launch encodes a whole chunk of states into a
+// scratch pool of fresh boundaries; each region's payload then leaves the device as the blob's
+// payload, and the header is sealed on the host (SealBlob), exactly as a region becomes a
+// checkpoint anywhere else (pool_layout.h).
+//
+// The kernels round like the CPU reference up to one-code ties, so a state encoded here may
+// differ from the CPU reference's blob in a few codes; both are valid blobs of the same format.
+// Serves 8-bit window-format specs with dk = dv = 128 (Supports()); thread-safe (one chunk on
+// the device at a time).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "gpu/format.h"
+#include "gpu/kernels/kernels.h"
+
+namespace leapcache::cuda {
+
+class KernelEncoder {
+ public:
+  // Scratch for `max_states` states per call. UNAVAILABLE without the device.
+  static absl::StatusOr<std::unique_ptr<KernelEncoder>> Create(int device, int max_states);
+  ~KernelEncoder();
+  KernelEncoder(const KernelEncoder&) = delete;
+  KernelEncoder& operator=(const KernelEncoder&) = delete;
+
+  static bool Supports(const BlobSpec& spec);
+  int max_states() const { return max_states_; }
+
+  // `states`: n = states.size() / state_bytes whole states in dtype and layout, n <=
+  // max_states(). Appends n sealed blobs to *blobs. REQUIRES: Supports(spec); finite states
+  // (the caller checks them, as for the CPU path).
+  absl::Status Encode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
+                      std::span<const uint8_t> states, std::vector<std::vector<uint8_t>>* blobs);
+
+ private:
+  KernelEncoder(int device, int max_states) : device_(device), max_states_(max_states) {}
+
+  const int device_;
+  const int max_states_;
+  absl::Mutex mu_;
+  cudaStream_t stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint8_t* d_states_ ABSL_GUARDED_BY(mu_) = nullptr;  // max_states fp32 states
+  uint8_t* d_pool_ ABSL_GUARDED_BY(mu_) = nullptr;    // max_states regions (per spec's layout)
+  size_t pool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t* d_slot_ ABSL_GUARDED_BY(mu_) = nullptr;  // 0..max_states-1
+  std::vector<uint8_t> h_pool_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace leapcache::cuda

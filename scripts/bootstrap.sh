@@ -8,8 +8,11 @@ packages=(
   cmake            # 3.25
   ninja-build
   libgtest-dev     # GoogleTest (unit tests)
+  clang-14            # fuzz targets (fuzz/, scripts/test.sh): libFuzzer builds
+  libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes of clang 14
   libabsl-dev      # Abseil 20220623 (service: Status, Mutex, containers, time)
   libssl-dev       # OpenSSL libcrypto (service: SHA-256 block hashes)
+  openssl          # TLS tests: a throw-away CA and certificates made at test time
   pkg-config              # finds gRPC (grpc++.pc)
   libgrpc++-dev           # gRPC 1.51 (service and client)
   libprotobuf-dev         # protobuf 3.21 runtime
@@ -17,6 +20,8 @@ packages=(
   protobuf-compiler-grpc  # grpc_cpp_plugin
   libcivetweb-dev         # HTTP server of /metrics, /healthz, /readyz
   libyaml-cpp-dev         # server configuration file
+  gnuplot-nox             # load tester (load/): the report's PNG plots
+  libucx-dev              # UCX 1.13 (data-plane transport; pulls the libucx0 runtime)
   prometheus              # prometheus + promtool for the metrics integration test
   python3                              # deploy tests (tests/deploy)
   golang-go                            # deploy tests: builds the chart renderer and gRPC probe

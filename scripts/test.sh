@@ -21,3 +21,10 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_
   -DLEAPCACHE_CUDA=OFF
 cmake --build build-tsan -j "$jobs" --target leapcache_core_tests
 ctest --test-dir build-tsan -L core --output-on-failure -j "$jobs"
+
+# Fuzz targets (fuzz/): a clang build with libFuzzer, ASan and UBSan; each target runs for 20 s
+# from its committed seed corpus, and any crash or violated invariant fails the run.
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DLEAPCACHE_FUZZ=ON -DLEAPCACHE_CUDA=OFF -DLEAPCACHE_BUILD_TESTS=OFF
+cmake --build build-fuzz -j "$jobs" --target leapcache_fuzzers
+fuzz/run.sh build-fuzz 20

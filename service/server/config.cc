@@ -1,8 +1,11 @@
 #include "service/server/config.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "service/core/host_tier.h"
+#include "service/server/auth_tokens.h"
 #include "service/server/host_port.h"
+#include "service/server/tls_credentials.h"
 
 namespace leapcache::server {
 namespace {
@@ -17,12 +20,40 @@ absl::Status CheckPositive(const char* name, absl::Duration d) {
   return absl::OkStatus();
 }
 
+// Hosts whose traffic never leaves the machine, where a bearer token may travel without TLS.
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::Status ValidateSecurity(const ServerConfig& c) {
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return Invalid(absl::StrCat("tls_cert_file and tls_key_file must be set together (got ",
+                                c.tls_cert_file.empty() ? "only tls_key_file" : "only tls_cert_file",
+                                ")"));
+  }
+  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+    return Invalid("tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file");
+  }
+  if (!c.tokens_file.empty() && c.tls_cert_file.empty()) {
+    absl::StatusOr<HostPort> listen = ParseHostPort(c.listen);
+    if (listen.ok() && !IsLoopbackHost(listen->host)) {
+      return Invalid(absl::StrCat("tokens_file without TLS is only accepted on a loopback listen "
+                                  "address (bearer tokens would cross the network in the clear); "
+                                  "set tls_cert_file and tls_key_file, or listen on 127.0.0.1 "
+                                  "(got listen = ",
+                                  c.listen, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const ServerConfig& c) {
   if (absl::Status st = ParseHostPort(c.listen).status(); !st.ok()) {
     return Invalid(absl::StrCat("listen: ", st.message()));
   }
+  if (absl::Status st = ValidateSecurity(c); !st.ok()) return st;
   if (!c.metrics_listen.empty()) {
     if (absl::Status st = ParseHostPort(c.metrics_listen).status(); !st.ok()) {
       return Invalid(absl::StrCat("metrics_listen: ", st.message()));
@@ -51,7 +82,8 @@ absl::Status ValidateConfig(const ServerConfig& c) {
                          {"keepalive_time", c.keepalive_time},
                          {"keepalive_timeout", c.keepalive_timeout},
                          {"min_client_ping_interval", c.min_client_ping_interval},
-                         {"max_connection_idle", c.max_connection_idle}}) {
+                         {"max_connection_idle", c.max_connection_idle},
+                         {"handshake_timeout", c.handshake_timeout}}) {
     if (absl::Status st = CheckPositive(name, d); !st.ok()) return st;
   }
   if (c.put_ttl > c.max_put_ttl) {
@@ -87,6 +119,40 @@ absl::Status ValidateConfig(const ServerConfig& c) {
   if (c.max_metadata_bytes < 1024 || c.max_metadata_bytes > INT32_MAX) {
     return Invalid(absl::StrCat("max_metadata_bytes must be in [1024, ", INT32_MAX, "] (got ",
                                 c.max_metadata_bytes, ")"));
+  }
+#ifndef LEAPCACHE_HAVE_CUDA_TIER
+  if (c.gpu_memory_budget > 0) {
+    return Invalid("gpu_memory_budget needs a server built with CUDA (this one was not)");
+  }
+#endif
+  if (c.encode_backend != "cpu" && c.encode_backend != "cuda" && c.encode_backend != "auto") {
+    return Invalid(absl::StrCat("encode_backend must be cpu, cuda or auto (got \"",
+                                c.encode_backend, "\")"));
+  }
+  if (absl::Status st = decode::ParseBackendChoice(c.decode_backend).status(); !st.ok()) {
+    return Invalid(absl::StrCat("decode_backend: ", st.message()));
+  }
+  if (c.decode_idle_timeout <= absl::ZeroDuration()) {
+    return Invalid("decode_idle_timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+decode::DecodeOptions ToDecodeOptions(const ServerConfig& c) {
+  decode::DecodeOptions o;
+  o.memory_budget = c.decode_memory_budget;
+  o.backend = *decode::ParseBackendChoice(c.decode_backend);
+  o.device = static_cast<int>(c.decode_device);
+  o.max_slots = static_cast<int>(c.decode_max_slots);
+  o.max_sessions = static_cast<int>(c.decode_max_sessions);
+  o.idle_timeout = c.decode_idle_timeout;
+  return o;
+}
+
+absl::Status CheckConfigFiles(const ServerConfig& c) {
+  if (absl::Status st = LoadServerTls(c).status(); !st.ok()) return st;
+  if (!c.tokens_file.empty()) {
+    if (absl::Status st = TokenTable::Load(c.tokens_file).status(); !st.ok()) return st;
   }
   return absl::OkStatus();
 }

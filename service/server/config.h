@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "service/core/options.h"
+#include "service/decode/decode_session_table.h"
 
 namespace leapcache::server {
 
@@ -30,7 +31,7 @@ struct ServerConfig {
   // --- Network ---
   // gRPC address, host:port ("[::]:port" for IPv6). Port 0 binds a free port, printed on stdout
   // ("leapcache-server listening on HOST:PORT") and written to port_file. Loopback by default:
-  // the service has no authentication yet, so exposing it must be a deliberate choice.
+  // exposing the service must be a deliberate choice, with TLS and tokens (below).
   std::string listen = "127.0.0.1:7470";
   // If set, the bound gRPC port is written here (decimal, newline), atomically, once listening.
   std::string port_file;
@@ -38,10 +39,36 @@ struct ServerConfig {
   // Port 0 binds a free port (printed on stdout). Loopback by default: it is an admin surface.
   std::string metrics_listen = "127.0.0.1:9470";
 
+  // --- Security (gRPC port only; the metrics port is an admin surface, kept on loopback) ---
+  // PEM certificate chain and private key of the gRPC listener. Both set: TLS on, plaintext
+  // refused; both empty: plaintext. Read once at start: a missing, unreadable, unparsable,
+  // expired or mismatched pair fails start-up (and --check-config); rotate by restarting
+  // (Kubernetes: a rolling restart after the Secret changes).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // PEM CA bundle for mutual TLS: when set, every client must present a certificate signed by
+  // it (handshake refused otherwise). Needs tls_cert_file.
+  std::string tls_client_ca_file;
+  // Bearer tokens, one "TOKEN TENANT" line each (auth_tokens.h); when set, every StateCache call
+  // needs `authorization: Bearer TOKEN` and may only touch namespaces of the token's tenant.
+  // Health checks stay open. Read at start; change by restarting. Tokens travel in the clear
+  // without TLS, so a tokens file without TLS is accepted only on a loopback listen address.
+  std::string tokens_file;
+
   // --- Memory (pools allocated once at start) ---
   // The primary tier's pool. The CPU backend keeps it in host memory. Written as bytes with an
   // optional unit (512MiB, 8GiB, 10GB) or as a share of physical memory (25%).
   uint64_t memory_budget = 1 * kGiB;
+  // A GPU tier in front of the host tier (servers built with CUDA): checkpoints land in device
+  // memory first and spill to the host tier when it is full; 0 disables it. Device memory the
+  // engines do not use is the point of the product, so size it from what they leave free.
+  uint64_t gpu_memory_budget = 0;
+  // CUDA device of the GPU tier and of the encode kernels.
+  int64_t gpu_device = 0;
+  // Who encodes dense puts: cpu (the reference codec), cuda (the encode kernel for 8-bit window
+  // formats at 128 x 128, the reference for the rest; start-up fails without a device), or auto
+  // (cuda when built with CUDA and the device is present, else cpu).
+  std::string encode_backend = "auto";
   // A second, slower host tier that evictions spill into (a spilled checkpoint is still a hit,
   // promoted back on use); 0 disables it.
   uint64_t spill_budget = 0;
@@ -91,8 +118,28 @@ struct ServerConfig {
   absl::Duration min_client_ping_interval = absl::Seconds(10);
   // Connections idle (no calls) this long are closed; clients reconnect transparently.
   absl::Duration max_connection_idle = absl::Minutes(30);
+  // A connection must finish its handshake (TLS and HTTP/2 settings) within this long, so idle
+  // sockets that never send a hello are closed; gRPC's default is 120 s.
+  absl::Duration handshake_timeout = absl::Seconds(10);
   // Largest metadata (headers) a call may carry; gRPC's default is 8 KiB, kept explicit.
   uint64_t max_metadata_bytes = 16 * kKiB;
+
+  // --- Attached decode (decode.proto) ---
+  // Live-state memory of all decode sessions together (host memory on the CPU backend, device
+  // memory on the CUDA backend). 0 disables attached decode (OpenSession: RESOURCE_EXHAUSTED).
+  uint64_t decode_memory_budget = 1 * kGiB;
+  // cpu, cuda or auto: the kernels where the server was built with CUDA, a device is present
+  // and the namespace's format has kernels (8-bit window, fp32; dk = dv = 128), else the CPU
+  // reference.
+  std::string decode_backend = "auto";
+  // CUDA device of the decode pools.
+  int64_t decode_device = 0;
+  // Live requests one session may hold.
+  int64_t decode_max_slots = 4096;
+  int64_t decode_max_sessions = 1024;
+  // A session without any call for this long is closed and its memory returned: an engine
+  // that died holds memory no longer than this.
+  absl::Duration decode_idle_timeout = absl::Minutes(5);
 
   // --- Lifecycle ---
   // On SIGTERM/SIGINT: stop accepting calls, let calls in flight finish for this long, then
@@ -103,6 +150,14 @@ struct ServerConfig {
 // Cross-field checks: INVALID_ARGUMENT naming the fields, e.g. chunk_bytes must leave room for
 // framing within max_message_bytes, put_ttl <= max_put_ttl, the budget holds at least a page.
 absl::Status ValidateConfig(const ServerConfig& config);
+
+// The files the config names (TLS certificate, key and CA; tokens) can be read, parse and
+// agree with each other. INVALID_ARGUMENT naming the setting and the file. Separate from
+// ValidateConfig, which checks values only, so that --check-config reports both.
+absl::Status CheckConfigFiles(const ServerConfig& config);
+
+// The attached-decode options. REQUIRES: ValidateConfig(config).ok().
+decode::DecodeOptions ToDecodeOptions(const ServerConfig& config);
 
 // The core's options for this config.
 core::StoreOptions ToStoreOptions(const ServerConfig& config);

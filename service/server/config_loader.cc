@@ -81,7 +81,7 @@ Setting NumberSetting(std::string name, double ServerConfig::*field, std::string
             c->*field = *d;
             return absl::OkStatus();
           },
-          [field](const ServerConfig& c) { return absl::StrCat(c.*field); }};
+          [field](const ServerConfig& c) { return FormatNumber(c.*field); }};
 }
 
 Setting BoolSetting(std::string name, bool ServerConfig::*field, std::string help) {
@@ -122,9 +122,21 @@ const std::vector<Setting>& Settings() {
       StringSetting("port_file", &C::port_file, "write the bound gRPC port to this file"),
       StringSetting("metrics_listen", &C::metrics_listen,
                     "HTTP host:port of /metrics, /healthz, /readyz; empty disables"),
+      StringSetting("tls_cert_file", &C::tls_cert_file,
+                    "PEM certificate chain of the gRPC port; with tls_key_file turns TLS on"),
+      StringSetting("tls_key_file", &C::tls_key_file, "PEM private key of tls_cert_file"),
+      StringSetting("tls_client_ca_file", &C::tls_client_ca_file,
+                    "PEM CA bundle: require and verify client certificates (mutual TLS)"),
+      StringSetting("tokens_file", &C::tokens_file,
+                    "bearer tokens, one \"TOKEN TENANT\" line each; empty: no authentication"),
       BytesSetting("memory_budget", &C::memory_budget,
                    "primary memory tier, bytes (512MiB, 8GiB) or % of physical memory",
                    /*allow_percent=*/true),
+      BytesSetting("gpu_memory_budget", &C::gpu_memory_budget,
+                   "GPU tier in front of the host tier (CUDA builds), bytes; 0 disables"),
+      IntSetting("gpu_device", &C::gpu_device, 0, 1024,
+                 "CUDA device of the GPU tier and the encode kernels"),
+      StringSetting("encode_backend", &C::encode_backend, "dense puts encoded on cpu, cuda or auto"),
       BytesSetting("spill_budget", &C::spill_budget, "spill tier, bytes or %; 0 disables",
                    /*allow_percent=*/true),
       BytesSetting("page_bytes", &C::page_bytes, "allocation unit of the tiers (4KiB multiple)"),
@@ -151,7 +163,20 @@ const std::vector<Setting>& Settings() {
                       "shortest ping interval allowed to clients"),
       DurationSetting("max_connection_idle", &C::max_connection_idle,
                       "close connections without calls for this long"),
+      DurationSetting("handshake_timeout", &C::handshake_timeout,
+                      "close connections whose TLS/HTTP2 handshake takes longer"),
       BytesSetting("max_metadata_bytes", &C::max_metadata_bytes, "largest call metadata"),
+      BytesSetting("decode_memory_budget", &C::decode_memory_budget,
+                   "live-state memory of all attached-decode sessions; 0 disables",
+                   /*allow_percent=*/true),
+      StringSetting("decode_backend", &C::decode_backend, "attached decode on cpu, cuda or auto"),
+      IntSetting("decode_device", &C::decode_device, 0, 1024, "CUDA device of the decode pools"),
+      IntSetting("decode_max_slots", &C::decode_max_slots, 1, 1 << 20,
+                 "live requests per decode session"),
+      IntSetting("decode_max_sessions", &C::decode_max_sessions, 1, 1 << 20,
+                 "decode sessions at once"),
+      DurationSetting("decode_idle_timeout", &C::decode_idle_timeout,
+                      "close decode sessions without calls for this long"),
       DurationSetting("shutdown_grace", &C::shutdown_grace,
                       "on SIGTERM, time calls in flight get to finish"),
   };
@@ -335,6 +360,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(const std::vector<std::string>& args,
   }
 
   if (absl::Status st = ValidateConfig(out.config); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid configuration: ", st.message()));
+  }
+  if (absl::Status st = CheckConfigFiles(out.config); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid configuration: ", st.message()));
   }
   return out;

@@ -11,15 +11,22 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/clock.h"
 #include "service/core/host_tier.h"
+#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#include "service/cuda/device_tier.h"
+#endif
 #include "service/core/status_util.h"
 #include "service/metrics/registry.h"
 #include "service/metrics/text_format.h"
 #include "service/server/admin_http_server.h"
+#include "service/server/auth_service.h"
+#include "service/server/auth_tokens.h"
+#include "service/server/data_plane_service.h"
 #include "service/server/host_port.h"
 #include "service/server/put_pipeline.h"
 #include "service/server/rpc_metrics.h"
 #include "service/server/state_cache_service.h"
 #include "service/server/store_metrics.h"
+#include "service/server/tls_credentials.h"
 
 namespace leapcache::server {
 namespace {
@@ -28,6 +35,14 @@ constexpr char kServiceName[] = "leapcache.v1.StateCache";
 
 absl::StatusOr<std::unique_ptr<core::CheckpointStore>> BuildStore(const ServerConfig& c) {
   std::vector<std::unique_ptr<core::MemoryTier>> tiers;
+#ifdef LEAPCACHE_HAVE_CUDA_TIER
+  if (c.gpu_memory_budget > 0) {
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceTier> gpu,
+                        cuda::DeviceTier::Create("gpu", static_cast<int>(c.gpu_device),
+                                                 c.gpu_memory_budget, c.page_bytes));
+    tiers.push_back(std::move(gpu));
+  }
+#endif
   LC_ASSIGN_OR_RETURN(std::unique_ptr<core::HostTier> primary,
                       core::HostTier::Create("host", c.memory_budget, c.page_bytes));
   tiers.push_back(std::move(primary));
@@ -57,15 +72,62 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->store_metrics_ = std::make_unique<StoreMetrics>(s->registry_.get());
   s->rpc_metrics_ = std::make_unique<RpcMetrics>(s->registry_.get());
   // The store was built on the monotonic clock (BuildStore passes none).
-  s->puts_ = std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock());
+  if (config.encode_backend == "cpu") {
+    s->encoder_ = MakeCpuStateEncoder();
+  } else {
+    absl::StatusOr<std::unique_ptr<StateEncoder>> kernels =
+        MakeKernelStateEncoder(static_cast<int>(config.gpu_device));
+    if (kernels.ok()) {
+      s->encoder_ = *std::move(kernels);
+    } else if (config.encode_backend == "auto") {
+      s->encoder_ = MakeCpuStateEncoder();  // no CUDA build or no device: the reference
+    } else {
+      return absl::Status(kernels.status().code(),
+                          absl::StrCat("encode_backend=cuda: ", kernels.status().message()));
+    }
+  }
+  s->puts_ =
+      std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->encoder_.get());
   s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(),
                                                     ServiceLimits{config.chunk_bytes});
+
+  // TLS and tokens are read again here (LoadConfig checked them): the files may have changed.
+  LC_ASSIGN_OR_RETURN(const std::optional<ServerTlsMaterial> tls, LoadServerTls(config));
+  if (!config.tokens_file.empty()) {
+    LC_ASSIGN_OR_RETURN(TokenTable tokens, TokenTable::Load(config.tokens_file));
+    s->auth_service_ = std::make_unique<AuthenticatedStateCacheService>(
+        std::move(tokens), s->service_.get(), s->store_.get(), s->puts_.get(),
+        core::MonotonicClock());
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(s->service_.get());
+  builder.AddListeningPort(config.listen, ServerCredentialsFor(tls), &port);
+  s->decode_sessions_ =
+      std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
+  if (!config.tokens_file.empty()) {
+    LC_ASSIGN_OR_RETURN(TokenTable tokens, TokenTable::Load(config.tokens_file));
+    s->decode_tokens_.emplace(std::move(tokens));
+  }
+  s->decode_service_ = std::make_unique<DecodeService>(
+      s->decode_sessions_.get(), s->store_.get(),
+      s->decode_tokens_.has_value() ? &*s->decode_tokens_ : nullptr);
+  s->decode_metrics_ =
+      std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
+  builder.RegisterService(s->decode_service_.get());
+  DataPlaneOptions data_plane;
+  if (!config.tokens_file.empty()) {
+    LC_ASSIGN_OR_RETURN(data_plane.tokens, TokenTable::Load(config.tokens_file));
+  }
+  s->data_plane_ =
+      std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(), std::move(data_plane));
+  builder.RegisterService(s->data_plane_.get());
+  if (s->auth_service_ != nullptr) {
+    builder.RegisterService(s->auth_service_.get());
+  } else {
+    builder.RegisterService(s->service_.get());
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -78,6 +140,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              Ms(config.min_client_ping_interval));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(config.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(config.handshake_timeout));
   grpc::ResourceQuota quota("leapcache-server");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
   builder.SetResourceQuota(quota);
@@ -115,6 +178,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
 std::string Server::RenderMetrics() const {
   store_metrics_->Update(store_->Stats());
+  if (decode_metrics_ != nullptr) decode_metrics_->Update(decode_sessions_->Stats());
   return metrics::SerializeText(registry_->Collect());
 }
 

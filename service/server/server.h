@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,9 @@
 #include "absl/time/time.h"
 #include "service/core/checkpoint_store.h"
 #include "service/server/config.h"
+#include "service/server/decode_metrics.h"
+#include "service/server/decode_service.h"
+#include "service/server/state_encoder.h"
 
 namespace grpc {
 class Server;
@@ -30,6 +34,8 @@ class Registry;
 namespace leapcache::server {
 
 class AdminHttpServer;
+class AuthenticatedStateCacheService;
+class DataPlaneService;
 class PutPipeline;
 class RpcMetrics;
 class StateCacheService;
@@ -66,8 +72,18 @@ class Server {
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<StoreMetrics> store_metrics_;
   std::unique_ptr<RpcMetrics> rpc_metrics_;
+  std::unique_ptr<StateEncoder> encoder_;  // dense puts' codec (state_encoder.h)
   std::unique_ptr<PutPipeline> puts_;
   std::unique_ptr<StateCacheService> service_;
+  // In front of service_ when tokens_file is set (auth_service.h); null otherwise.
+  std::unique_ptr<AuthenticatedStateCacheService> auth_service_;
+  // Attached decode (decode.proto): live-state sessions and their gRPC service.
+  std::unique_ptr<decode::DecodeSessionTable> decode_sessions_;
+  std::optional<TokenTable> decode_tokens_;  // when tokens_file is set
+  std::unique_ptr<DecodeService> decode_service_;
+  std::unique_ptr<DecodeMetrics> decode_metrics_;
+  // Checkpoint transfers into engines' own buffers (data_plane.proto).
+  std::unique_ptr<DataPlaneService> data_plane_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::string grpc_address_;

@@ -21,6 +21,9 @@
 //    if any step fails, so a failed call leaves nothing behind; ReservePut/Upload/CommitPut/
 //    AbortPut expose the phases for callers that stream from elsewhere.
 //  - Each Client owns its own connection. A Client is thread-safe: calls may run concurrently.
+//  - Security (the server's tls_* and tokens_file settings): `tls` with the server's CA (and a
+//    client certificate for mutual TLS) encrypts and authenticates the connection; `token` is
+//    sent as `authorization: Bearer TOKEN` on every call, over TLS only (loopback excepted).
 // No generated protobuf or gRPC types appear here.
 #pragma once
 
@@ -60,6 +63,23 @@ struct ClientOptions {
   // HTTP/2 keepalive pings (the server accepts pings every 10 s or slower by default).
   absl::Duration keepalive_time = absl::Seconds(30);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+
+  // --- Transport security (the server's tls_* and tokens_file settings) ---
+  // Connect over TLS, verifying the server's certificate. Off: plaintext.
+  bool tls = false;
+  // PEM CA bundle that signed the server's certificate; empty: gRPC's default roots.
+  std::string tls_root_ca_file;
+  // PEM certificate chain and key this client presents (the server's mutual TLS); both or none.
+  std::string tls_client_cert_file;
+  std::string tls_client_key_file;
+  // Name the server's certificate must carry, when it is not the target's host (connecting by
+  // IP address to a certificate issued for a DNS name).
+  std::string tls_server_name;
+  // Bearer token sent as `authorization: Bearer TOKEN` on every call; empty: none. Sent only
+  // over TLS: Create() refuses a token without tls, unless allow_token_without_tls is set and
+  // the target is a loopback address (127.x, ::1, localhost), where nothing crosses a network.
+  std::string token;
+  bool allow_token_without_tls = false;
 };
 
 enum class StateKind { kGdn = 1, kKda = 2 };

@@ -187,7 +187,11 @@ absl::StatusOr<int> ServerProcess::Stop(absl::Duration timeout) {
   return child_->Wait(timeout);
 }
 
-std::string ServerBinary() { return LEAPCACHE_SERVER_BIN; }
+std::string ServerBinary() {
+  // Test binaries shipped to another machine (a GPU host) find the server there.
+  const char* moved = std::getenv("LEAPCACHE_SERVER_BIN");
+  return moved != nullptr && moved[0] != '\0' ? moved : LEAPCACHE_SERVER_BIN;
+}
 
 std::string MakeTempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");

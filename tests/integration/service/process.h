@@ -82,7 +82,7 @@ class ServerProcess {
   int metrics_port_ = 0;
 };
 
-// The path of the server binary under test (compiled in).
+// The path of the server binary under test: $LEAPCACHE_SERVER_BIN if set, else compiled in.
 std::string ServerBinary();
 // A fresh empty directory under the test's temporary directory.
 std::string MakeTempDir(const std::string& name);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On a GPU machine, with a bundle from scripts/stage_device_bundle.sh: runs the service's device
+# tests (attached decode on the kernels, the GPU memory tier, the kernel encoder) and its
+# benchmarks (attached decode against the in-process kernels; put/get with and without the GPU
+# tier), and writes the logs, JSON and Markdown to RESULTS_DIR. With two GPUs the decode
+# benchmark also runs the service on GPU 0 against the engine's in-process reference on GPU 1.
+#
+#   scripts/device_service_check.sh BUNDLE RESULTS_DIR
+set -euo pipefail
+bundle=$(cd "${1:?usage: device_service_check.sh BUNDLE RESULTS_DIR}" && pwd)
+out=${2:?usage: device_service_check.sh BUNDLE RESULTS_DIR}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LEAPCACHE_SERVER_BIN="$bundle/bin/leapcache-server"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts, children included
+nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpus.txt"
+gpus=$(nvidia-smi -L | wc -l)
+status=0
+for t in cuda_decode_backend_test device_tier_test kernel_encoder_test; do
+  "$bundle/bin/$t" --gtest_color=no > "$out/$t.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED)|worst|GPU tier" "$out/$t.log" | sed "s/^/$t: /"
+done
+"$bundle/bin/leapcache-decode-bench" --backend=cuda --out="$out" | tee "$out/decode_bench.txt" ||
+  status=1
+"$bundle/bin/leapcache-decode-bench" --backend=cuda --transport-only |
+  tee "$out/decode_bench_transport_only.txt" || status=1
+if [ "$gpus" -ge 2 ]; then
+  mkdir -p "$out/two_gpus"
+  "$bundle/bin/leapcache-decode-bench" --backend=cuda --server-device=0 --local-device=1 \
+    --out="$out/two_gpus" | tee "$out/two_gpus/decode_bench.txt" || status=1
+fi
+for budget in 0 4294967296; do
+  "$bundle/bin/leapcache-service-bench" --seconds=1 --reps=3 --gpu-memory-budget=$budget |
+    tail -6 | tee "$out/service_bench_gpu_budget_$budget.txt"
+done
+exit $status

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds, on this Debian machine (CUDA toolkit, gRPC, Abseil, UCX), everything the service runs
+# on a GPU machine that has CUDA but none of those libraries, and stages it for the trip:
+# OUT/bin (stripped binaries: the server, the service-side device tests, the benchmarks) and
+# OUT/lib (Debian's shared libraries, scripts/stage_runtime_libs.sh). Then, on the GPU machine,
+# from the repository root:   scripts/device_service_check.sh OUT RESULTS_DIR
+#
+#   scripts/stage_device_bundle.sh [OUT] [BUILD_DIR]      (defaults: build-devrun, build-device)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build-devrun}
+build=${2:-build-device}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_CUDA=ON >/dev/null
+binaries=(
+  service/server/leapcache-server
+  tests/gpu/service/cuda_decode_backend_test
+  tests/gpu/service/device_tier_test
+  tests/gpu/service/kernel_encoder_test
+  service/bench/leapcache-decode-bench
+  service/bench/leapcache-service-bench
+)
+targets=()
+for b in "${binaries[@]}"; do targets+=("$(basename "$b")"); done
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+rm -rf "$out"
+mkdir -p "$out/bin"
+for b in "${binaries[@]}"; do cp "$build/$b" "$out/bin/"; done
+strip "$out"/bin/*
+scripts/stage_runtime_libs.sh "$out" >/dev/null
+du -sh "$out"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine, with a bundle from scripts/stage_device_bundle.sh: runs the service's device
-# tests (attached decode on the kernels, the GPU memory tier, the kernel encoder) and its
+# tests (attached decode on the kernels, the GPU memory tier, the kernel encoder, data-plane
+# transfers of device buffers between an engine process and the server process) and its
 # benchmarks (attached decode against the in-process kernels; put/get with and without the GPU
 # tier), and writes the logs, JSON and Markdown to RESULTS_DIR. With two GPUs the decode
-# benchmark also runs the service on GPU 0 against the engine's in-process reference on GPU 1.
+# benchmark also runs the service on GPU 0 against the engine's in-process reference on GPU 1,
+# and the transfer tests put the engine's buffers on GPU 1 (the server's context is on GPU 0).
 #
 #   scripts/device_service_check.sh BUNDLE RESULTS_DIR
 set -euo pipefail
@@ -16,7 +18,7 @@ export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts, children in
 nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpus.txt"
 gpus=$(nvidia-smi -L | wc -l)
 status=0
-for t in cuda_decode_backend_test device_tier_test kernel_encoder_test; do
+for t in cuda_decode_backend_test device_tier_test kernel_encoder_test transport_gpu_test; do
   "$bundle/bin/$t" --gtest_color=no > "$out/$t.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED)|worst|GPU tier" "$out/$t.log" | sed "s/^/$t: /"
 done
@@ -26,6 +28,10 @@ done
   tee "$out/decode_bench_transport_only.txt" || status=1
 if [ "$gpus" -ge 2 ]; then
   mkdir -p "$out/two_gpus"
+  LEAPCACHE_TEST_ENGINE_GPU=1 "$bundle/bin/transport_gpu_test" --gtest_color=no \
+    > "$out/two_gpus/transport_gpu_test.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED)" "$out/two_gpus/transport_gpu_test.log" |
+    sed "s/^/transport_gpu_test, engine on GPU 1: /"
   "$bundle/bin/leapcache-decode-bench" --backend=cuda --server-device=0 --local-device=1 \
     --out="$out/two_gpus" | tee "$out/two_gpus/decode_bench.txt" || status=1
 fi

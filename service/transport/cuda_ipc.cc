@@ -93,6 +93,14 @@ class CudaIpcConnection final : public PeerConnection {
             absl::StrCat("CUDA IPC copy to the engine's buffer: ", cudaGetErrorString(e)));
       }
     }
+    // cudaMemcpy from pageable host memory may return once the source is staged, before the DMA
+    // into the engine's buffer has landed; the engine reads as soon as the call returns, from
+    // another process (and, across GPUs, through another copy engine), so wait for it here.
+    if (const cudaError_t e = cudaStreamSynchronize(nullptr); e != cudaSuccess) {
+      failed_ = true;
+      return absl::UnavailableError(
+          absl::StrCat("CUDA IPC copy to the engine's buffer: ", cudaGetErrorString(e)));
+    }
     return health();
   }
 

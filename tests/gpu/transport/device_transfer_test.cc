@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,15 +56,26 @@ client::PutTarget Target(uint32_t ns, const client::BlockHash& key, int64_t bloc
   return {ns, key, {blocks * 16, blocks}, {}, absl::ZeroDuration()};
 }
 
+// The engine's GPU: LEAPCACHE_TEST_ENGINE_GPU (default 0). On a machine with two GPUs, 1 puts
+// the engine's buffers on another GPU than the server's CUDA context (device 0): CUDA IPC then
+// maps memory of a peer GPU, and UCX stages from it.
+int EngineGpu() {
+  const char* g = std::getenv("LEAPCACHE_TEST_ENGINE_GPU");
+  return g != nullptr ? std::atoi(g) : 0;
+}
+
 class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterface<Transport> {
  protected:
   std::vector<std::string> ServerArgs() const override {
-    return {"--memory-budget=256MiB", "--page-bytes=64KiB"};
+    // The CPU reference encodes dense puts, so the stored blobs are exactly the reference's.
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--encode-backend=cpu"};
   }
   void SetUp() override {
     int devices = 0;
     ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess) << "no CUDA device";
     ASSERT_GT(devices, 0);
+    ASSERT_TRUE(EngineGpu() >= 0 && EngineGpu() < devices) << "no GPU " << EngineGpu();
+    ASSERT_EQ(cudaSetDevice(EngineGpu()), cudaSuccess);
     ServiceTest::SetUp();
   }
   absl::StatusOr<std::unique_ptr<client::AttachedEngine>> Attach() const {
@@ -71,7 +83,7 @@ class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterf
     options.target = server_->target();
     client::EngineIdentity identity;
     identity.name = "gpu-engine";
-    identity.gpu_index = 0;
+    identity.gpu_index = EngineGpu();
     client::AttachOptions attach;
     attach.transports = {GetParam()};
     return client::AttachedEngine::Attach(options, identity, attach);

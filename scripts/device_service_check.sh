@@ -35,6 +35,19 @@ if [ "$gpus" -ge 2 ]; then
   "$bundle/bin/leapcache-decode-bench" --backend=cuda --server-device=0 --local-device=1 \
     --out="$out/two_gpus" | tee "$out/two_gpus/decode_bench.txt" || status=1
 fi
+# Transfers per transport with the server in its own process (CUDA IPC needs that), the engine's
+# buffers on GPU 0 and, with two GPUs, on GPU 1.
+"$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= --memory-budget=2GiB \
+  --port-file="$out/server.port" > "$out/server.log" 2>&1 &
+server=$!
+for _ in $(seq 100); do [ -s "$out/server.port" ] && break; sleep 0.1; done
+for gpu in $(seq 0 $((gpus > 1 ? 1 : 0))); do
+  "$bundle/bin/leapcache-transfer-bench" --reps=5 --target="127.0.0.1:$(cat "$out/server.port")" \
+    --engine-gpu="$gpu" --json="$out/transfer_bench_engine_gpu$gpu.json" |
+    grep -v '^{' | tee "$out/transfer_bench_engine_gpu$gpu.md" || status=1
+done
+kill -TERM "$server"
+wait "$server" || true
 for budget in 0 4294967296; do
   "$bundle/bin/leapcache-service-bench" --seconds=1 --reps=3 --gpu-memory-budget=$budget |
     tail -6 | tee "$out/service_bench_gpu_budget_$budget.txt"

@@ -2,6 +2,7 @@
 // the copy bandwidth of the same bytes measured in the same run (numbers printed, not asserted).
 //
 //   leapcache-transfer-bench [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=HOST:PORT]
+//                            [--engine-gpu=D]
 //
 // One 32-layer x 32-head x 128 x 128 checkpoint, as compact 8-bit window-format blobs (20 MB)
 // and as dense bf16 states (32 MiB; the service encodes puts and decodes gets with its CPU
@@ -48,6 +49,9 @@ struct Flags {
   std::string ucx_tls;
   std::string json;
   std::string target;
+  // CUDA device of the engine's buffers; the server's context is on device 0. With 1 on a
+  // two-GPU machine the cuda rows cross GPUs and "copy" is cudaMemcpyPeer GPU 0 -> GPU 1.
+  int engine_gpu = 0;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -69,7 +73,12 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->target = value;
       continue;
     }
-    std::fprintf(stderr, "usage: %s [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=H:P]\n",
+    if (name == "--engine-gpu" && absl::SimpleAtoi(value, &f->engine_gpu) && f->engine_gpu >= 0) {
+      continue;
+    }
+    std::fprintf(stderr,
+                 "usage: %s [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=H:P] "
+                 "[--engine-gpu=D]\n",
                  argv[0]);
     return false;
   }
@@ -105,22 +114,39 @@ bool HaveGpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
-// GB/s of cudaMemcpy device-to-device of `bytes` (bytes copied / time, as memcpy's).
-double DeviceCopyGbps(size_t bytes, int reps) {
+// GB/s of a device copy of `bytes` from device `from` to device `to` (bytes copied / time, as
+// memcpy's): cudaMemcpy device-to-device on one GPU, cudaMemcpyPeer across two.
+double DeviceCopyGbps(size_t bytes, int reps, int from, int to) {
+  int current = 0;
+  cudaGetDevice(&current);
   void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
-  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-  cudaDeviceSynchronize();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const Clock::time_point t0 = Clock::now();
-    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-    cudaDeviceSynchronize();
-    t.push_back(Seconds(Clock::now() - t0));
+  cudaSetDevice(from);
+  const bool ok_a = cudaMalloc(&a, bytes) == cudaSuccess;
+  cudaSetDevice(to);
+  const bool ok_b = cudaMalloc(&b, bytes) == cudaSuccess;
+  double gbps = 0;
+  if (ok_a && ok_b) {
+    auto copy = [&] {
+      if (from == to) {
+        cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+      } else {
+        cudaMemcpyPeer(b, to, a, from, bytes);
+      }
+      cudaDeviceSynchronize();
+    };
+    copy();
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      const Clock::time_point t0 = Clock::now();
+      copy();
+      t.push_back(Seconds(Clock::now() - t0));
+    }
+    gbps = bytes / Median(t) / 1e9;
   }
   cudaFree(a);
   cudaFree(b);
-  return bytes / Median(t) / 1e9;
+  cudaSetDevice(current);
+  return gbps;
 }
 #endif
 
@@ -228,6 +254,7 @@ Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport tr
   options.target = target;
   client::EngineIdentity identity;
   identity.name = "transfer-bench";
+  identity.gpu_index = f.engine_gpu;
   client::AttachOptions attach;
   attach.transports = {transport};
   attach.ucx_transports = f.ucx_tls;
@@ -274,7 +301,7 @@ Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport tr
     row.copy_gbps = MemcpyGbps(payload.size(), std::max(f.reps, 5));
   } else {
 #ifdef LEAPCACHE_TRANSPORT_CUDA
-    row.copy_gbps = DeviceCopyGbps(payload.size(), std::max(f.reps, 5));
+    row.copy_gbps = DeviceCopyGbps(payload.size(), std::max(f.reps, 5), 0, f.engine_gpu);
 #endif
   }
   return row;
@@ -312,6 +339,9 @@ int Main(int argc, char** argv) {
   bool gpu = false;
 #ifdef LEAPCACHE_TRANSPORT_CUDA
   gpu = HaveGpu();
+  if (gpu && cudaSetDevice(f.engine_gpu) != cudaSuccess) {
+    Die("engine GPU", absl::InvalidArgumentError(absl::StrCat("no CUDA device ", f.engine_gpu)));
+  }
   if (gpu) {
     runs.push_back({Transport::kInline, MemoryKind::kCuda});
     runs.push_back({Transport::kUcx, MemoryKind::kCuda});
@@ -342,8 +372,12 @@ int Main(int argc, char** argv) {
                 gpu ? "needs an out-of-process server (--target)" : "no GPU");
   }
   std::printf("| nccl | - | - | - | not built into the service | | | | |\n");
-  std::printf("copy: memcpy host-to-host for host rows%s\n",
-              gpu ? ", cudaMemcpy device-to-device for cuda rows" : "; no GPU in this run");
+  std::printf("copy: memcpy host-to-host for host rows%s; engine buffers on GPU %d, server on "
+              "GPU 0\n",
+              !gpu                  ? "; no GPU in this run"
+              : f.engine_gpu == 0 ? ", cudaMemcpy device-to-device for cuda rows"
+                                    : ", cudaMemcpyPeer GPU 0 -> engine GPU for cuda rows",
+              f.engine_gpu);
   std::string json = "{\"rows\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
@@ -352,7 +386,8 @@ int Main(int argc, char** argv) {
                     ",\"put_gbps\":", r.put_gbps, ",\"get_gbps\":", r.get_gbps,
                     ",\"copy_gbps\":", r.copy_gbps, "}");
   }
-  absl::StrAppend(&json, "],\"reps\":", f.reps, ",\"gpu\":", gpu ? "true" : "false", "}\n");
+  absl::StrAppend(&json, "],\"reps\":", f.reps, ",\"gpu\":", gpu ? "true" : "false",
+                  ",\"engine_gpu\":", f.engine_gpu, "}\n");
   std::printf("%s", json.c_str());
   if (!f.json.empty()) {
     if (FILE* out = std::fopen(f.json.c_str(), "w")) {

@@ -81,23 +81,29 @@ struct Token {
   }
 };
 
-std::unique_ptr<reference::StateTracker> Reference(StateKind kind, Codec codec) {
-  const reference::StepOptions step{true, 1.0f / std::sqrt(static_cast<float>(kDim))};
-  if (codec == Codec::kLeap) {
-    reference::WindowOptions o;
-    o.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
-    o.step = step;
-    return std::move(reference::WindowState::Create(o, nullptr)).value();
-  }
-  BlobSpec fp32;
-  fp32.kind = kind;
-  fp32.dk = fp32.dv = kDim;
+// The FP32 live form's blob spec (the namespace of the FP32 tests stores fp32 blobs).
+BlobSpec Fp32Spec(StateKind kind) {
+  BlobSpec fp32 = BlobSpec::Leap(kind, 8, kDim, kDim);
   fp32.codec = Codec::kFp32;
   fp32.bits = 32;
   fp32.p = 1;
   fp32.r = 0;
   fp32.smoothing = false;
-  return std::move(reference::PerStepState::Create(fp32, step, nullptr)).value();
+  return fp32;
+}
+
+const reference::StepOptions kStep{true, 1.0f / std::sqrt(static_cast<float>(kDim))};
+
+// The in-process tracker a session slot must match, from the zero state or from S_kv.
+std::unique_ptr<reference::StateTracker> Reference(StateKind kind, Codec codec,
+                                                   const float* S_kv = nullptr) {
+  if (codec == Codec::kLeap) {
+    reference::WindowOptions o;
+    o.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
+    o.step = kStep;
+    return std::move(reference::WindowState::Create(o, S_kv)).value();
+  }
+  return std::move(reference::PerStepState::Create(Fp32Spec(kind), kStep, S_kv)).value();
 }
 
 client::BlockHash Hash(uint8_t i) {
@@ -177,13 +183,8 @@ void RunTrajectory(DecodeTest* test, StateKind kind, Codec codec,
         want_blobs.insert(want_blobs.end(), w.blob().begin(), w.blob().end());
       } else {
         t.State(S.data());
-        BlobSpec fp32 = BlobSpec::Leap(kind, 8, kDim, kDim);
-        fp32.codec = Codec::kFp32;
-        fp32.bits = 32;
-        fp32.p = 1;
-        fp32.r = 0;
-        fp32.smoothing = false;
-        auto blob = std::move(reference::Encode(fp32, S.data(), Orientation::kKV)).value();
+        auto blob =
+            std::move(reference::Encode(Fp32Spec(kind), S.data(), Orientation::kKV)).value();
         want_blobs.insert(want_blobs.end(), blob.begin(), blob.end());
       }
     }
@@ -200,21 +201,12 @@ void RunTrajectory(DecodeTest* test, StateKind kind, Codec codec,
         auto& w0 = static_cast<reference::WindowState&>(tracker(0, l, h));
         reference::WindowOptions o;
         o.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
-        o.step = {true, 1.0f / std::sqrt(static_cast<float>(kDim))};
+        o.step = kStep;
         ref[(1 * kLayers + l) * kHeadsInSession + h] =
             std::move(reference::WindowState::FromSnapshot(o, w0.Snapshot())).value();
       } else {
         tracker(0, l, h).State(S.data());
-        BlobSpec fp32 = BlobSpec::Leap(kind, 8, kDim, kDim);
-        fp32.codec = Codec::kFp32;
-        fp32.bits = 32;
-        fp32.p = 1;
-        fp32.r = 0;
-        fp32.smoothing = false;
-        ref[(1 * kLayers + l) * kHeadsInSession + h] =
-            std::move(
-                reference::PerStepState::Create(fp32, {true, 1.0f / std::sqrt(128.0f)}, S.data()))
-                .value();
+        ref[(1 * kLayers + l) * kHeadsInSession + h] = Reference(kind, codec, S.data());
       }
     }
   }

@@ -71,7 +71,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->registry_ = std::make_unique<metrics::Registry>();
   s->store_metrics_ = std::make_unique<StoreMetrics>(s->registry_.get());
   s->rpc_metrics_ = std::make_unique<RpcMetrics>(s->registry_.get());
-  // The store was built on the monotonic clock (BuildStore passes none).
   if (config.encode_backend == "cpu") {
     s->encoder_ = MakeCpuStateEncoder();
   } else {
@@ -86,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                           absl::StrCat("encode_backend=cuda: ", kernels.status().message()));
     }
   }
+  // The store was built on the monotonic clock (BuildStore passes none).
   s->puts_ =
       std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->encoder_.get());
   s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(),
@@ -93,11 +93,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
   // TLS and tokens are read again here (LoadConfig checked them): the files may have changed.
   LC_ASSIGN_OR_RETURN(const std::optional<ServerTlsMaterial> tls, LoadServerTls(config));
+  // One read of the tokens file for every service, so they all check against the same table.
+  std::optional<TokenTable> tokens;
   if (!config.tokens_file.empty()) {
-    LC_ASSIGN_OR_RETURN(TokenTable tokens, TokenTable::Load(config.tokens_file));
+    LC_ASSIGN_OR_RETURN(TokenTable table, TokenTable::Load(config.tokens_file));
+    tokens.emplace(std::move(table));
     s->auth_service_ = std::make_unique<AuthenticatedStateCacheService>(
-        std::move(tokens), s->service_.get(), s->store_.get(), s->puts_.get(),
-        core::MonotonicClock());
+        *tokens, s->service_.get(), s->store_.get(), s->puts_.get(), core::MonotonicClock());
   }
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -106,10 +108,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.AddListeningPort(config.listen, ServerCredentialsFor(tls), &port);
   s->decode_sessions_ =
       std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
-  if (!config.tokens_file.empty()) {
-    LC_ASSIGN_OR_RETURN(TokenTable tokens, TokenTable::Load(config.tokens_file));
-    s->decode_tokens_.emplace(std::move(tokens));
-  }
+  s->decode_tokens_ = tokens;
   s->decode_service_ = std::make_unique<DecodeService>(
       s->decode_sessions_.get(), s->store_.get(),
       s->decode_tokens_.has_value() ? &*s->decode_tokens_ : nullptr);
@@ -117,9 +116,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
   builder.RegisterService(s->decode_service_.get());
   DataPlaneOptions data_plane;
-  if (!config.tokens_file.empty()) {
-    LC_ASSIGN_OR_RETURN(data_plane.tokens, TokenTable::Load(config.tokens_file));
-  }
+  data_plane.tokens = tokens;
   s->data_plane_ =
       std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(), std::move(data_plane));
   builder.RegisterService(s->data_plane_.get());

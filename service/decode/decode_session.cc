@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/crc32c.h"
+#include "service/core/lock.h"
 #include "service/core/status_util.h"
 
 namespace leapcache::decode {
@@ -102,7 +103,7 @@ void DecodeSession::Touch() { last_used_ns_.store(absl::ToUnixNanos(absl::Now())
 absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
   LC_RETURN_IF_ERROR(CheckStep(in, out));
   Touch();
-  absl::MutexLock lock(&mu_);
+  core::WriterLock lock(&mu_);
   LC_RETURN_IF_ERROR(backend_->Step(in, out));
   ++steps_;
   request_steps_ += static_cast<uint64_t>(
@@ -113,7 +114,7 @@ absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
 absl::Status DecodeSession::Reset(int slot) {
   LC_RETURN_IF_ERROR(CheckSlot(slot));
   Touch();
-  absl::MutexLock lock(&mu_);
+  core::WriterLock lock(&mu_);
   return backend_->Reset(slot);
 }
 
@@ -138,7 +139,7 @@ absl::StatusOr<core::Position> DecodeSession::Load(int slot, const core::BlockHa
     }
   }
   Touch();
-  absl::MutexLock lock(&mu_);
+  core::WriterLock lock(&mu_);
   LC_RETURN_IF_ERROR(backend_->Load(slot, blobs));
   return lease.position();
 }
@@ -149,7 +150,7 @@ absl::Status DecodeSession::Commit(int slot, const core::BlockHash& hash,
   std::vector<std::vector<uint8_t>> blobs;
   {
     Touch();
-    absl::MutexLock lock(&mu_);
+    core::WriterLock lock(&mu_);
     LC_ASSIGN_OR_RETURN(blobs, backend_->Export(slot));
   }
   core::PutRequest put;

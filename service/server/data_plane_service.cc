@@ -49,33 +49,6 @@ absl::StatusOr<transport::MemoryKind> MemoryFromProto(v1::MemoryKind kind) {
   }
 }
 
-// The head range of a request: as given, or all heads of the namespace when absent.
-absl::StatusOr<core::HeadRange> ResolveHeads(const core::CheckpointStore& store,
-                                             core::NamespaceId ns, bool present,
-                                             const v1::HeadRange& heads) {
-  if (present) return HeadsFromProto(true, heads, 0);
-  LC_ASSIGN_OR_RETURN(const core::NamespaceInfo info, store.GetNamespace(ns));
-  return HeadsFromProto(false, heads, info.spec.model.total_heads);
-}
-
-void ShapeToProto(const ReadShape& s, v1::GetHeader* h) {
-  PositionToProto(s.position, h->mutable_position());
-  HeadsToProto(s.heads, h->mutable_heads());
-  h->set_layers(static_cast<uint32_t>(s.layers));
-  h->set_dk(static_cast<uint32_t>(s.format.dk));
-  h->set_dv(static_cast<uint32_t>(s.format.dv));
-  h->set_kind(KindToProto(s.format.kind));
-  FormatToProto(s.format, h->mutable_format());
-  h->set_total_bytes(s.total_bytes);
-  h->set_blob_bytes(s.blob_bytes);
-  h->set_state_bytes(s.state_bytes);
-  if (s.dense.has_value()) {
-    DenseToProto(*s.dense, h->mutable_dense());
-  } else {
-    h->mutable_compact();
-  }
-}
-
 // The session's call guard: the session locked, not ended, on a transport with a connection.
 absl::Status CheckTransferable(EngineSession& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
   if (s.ended) return absl::NotFoundError("the session has ended");
@@ -297,7 +270,7 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
       return ToGrpcStatus(st);
     }
   }
-  ShapeToProto(shape, response->mutable_header());
+  GetHeaderToProto(shape, response->mutable_header());
   response->set_crc32c((*reader)->crc32c());
   return grpc::Status::OK;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,9 +47,13 @@ absl::Status DecodeService::Authorize(const grpc::ServerContext& context,
   if (tokens_ == nullptr) return absl::OkStatus();
   absl::StatusOr<std::string> tenant = AuthenticateCall(context, *tokens_);
   if (!tenant.ok()) return tenant.status();
+  return CheckTenant(*tenant, ns);
+}
+
+absl::Status DecodeService::CheckTenant(const std::string& tenant, core::NamespaceId ns) const {
   absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(ns);
   if (!info.ok()) return info.status();
-  if (info->spec.tenant != *tenant) {
+  if (info->spec.tenant != tenant) {
     return absl::PermissionDeniedError(
         absl::StrCat("namespace ", ns, " belongs to another tenant"));
   }
@@ -57,14 +62,16 @@ absl::Status DecodeService::Authorize(const grpc::ServerContext& context,
 
 absl::StatusOr<std::shared_ptr<decode::DecodeSession>> DecodeService::FindAuthorized(
     const grpc::ServerContext& context, uint64_t session_id) const {
+  // Authenticate before saying anything about the session.
+  std::optional<std::string> tenant;
   if (tokens_ != nullptr) {
-    // Authenticate before saying anything about the session.
-    absl::StatusOr<std::string> tenant = AuthenticateCall(context, *tokens_);
-    if (!tenant.ok()) return tenant.status();
+    absl::StatusOr<std::string> caller = AuthenticateCall(context, *tokens_);
+    if (!caller.ok()) return caller.status();
+    tenant = *std::move(caller);
   }
   absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s = sessions_->Find(session_id);
   if (!s.ok()) return s.status();
-  if (absl::Status st = Authorize(context, (*s)->info().ns); !st.ok()) {
+  if (tenant.has_value() && !CheckTenant(*tenant, (*s)->info().ns).ok()) {
     return absl::PermissionDeniedError(
         absl::StrCat("decode session ", session_id, " belongs to another tenant"));
   }

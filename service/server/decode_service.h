@@ -8,6 +8,8 @@
 // its namespace (PERMISSION_DENIED otherwise), as for StateCache (auth_service.h).
 #pragma once
 
+#include <string>
+
 #include "leapcache/v1/decode.grpc.pb.h"
 #include "service/decode/decode_session_table.h"
 #include "service/server/auth_tokens.h"
@@ -39,6 +41,8 @@ class DecodeService final : public v1::Decode::Service {
  private:
   // OK when there are no tokens, or the call's token belongs to the namespace's tenant.
   absl::Status Authorize(const grpc::ServerContext& context, core::NamespaceId ns) const;
+  // OK when `tenant` owns the namespace; PERMISSION_DENIED otherwise.
+  absl::Status CheckTenant(const std::string& tenant, core::NamespaceId ns) const;
   // The session, if the caller may use it.
   absl::StatusOr<std::shared_ptr<decode::DecodeSession>> FindAuthorized(
       const grpc::ServerContext& context, uint64_t session_id) const;

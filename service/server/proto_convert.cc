@@ -197,4 +197,31 @@ void StatsToProto(const core::StoreStats& s, v1::StatsResponse* out) {
   out->set_bytes_out(s.bytes_out);
 }
 
+absl::StatusOr<core::HeadRange> ResolveHeads(const core::CheckpointStore& store,
+                                             core::NamespaceId ns, bool present,
+                                             const v1::HeadRange& heads) {
+  if (present) return HeadsFromProto(true, heads, 0);
+  absl::StatusOr<core::NamespaceInfo> info = store.GetNamespace(ns);
+  if (!info.ok()) return info.status();
+  return HeadsFromProto(false, heads, info->spec.model.total_heads);
+}
+
+void GetHeaderToProto(const ReadShape& s, v1::GetHeader* h) {
+  PositionToProto(s.position, h->mutable_position());
+  HeadsToProto(s.heads, h->mutable_heads());
+  h->set_layers(static_cast<uint32_t>(s.layers));
+  h->set_dk(static_cast<uint32_t>(s.format.dk));
+  h->set_dv(static_cast<uint32_t>(s.format.dv));
+  h->set_kind(KindToProto(s.format.kind));
+  FormatToProto(s.format, h->mutable_format());
+  h->set_total_bytes(s.total_bytes);
+  h->set_blob_bytes(s.blob_bytes);
+  h->set_state_bytes(s.state_bytes);
+  if (s.dense.has_value()) {
+    DenseToProto(*s.dense, h->mutable_dense());
+  } else {
+    h->mutable_compact();
+  }
+}
+
 }  // namespace leapcache::server

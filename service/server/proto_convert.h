@@ -15,9 +15,11 @@
 #include "leapcache/v1/namespace.pb.h"
 #include "leapcache/v1/stats.pb.h"
 #include "leapcache/v1/types.pb.h"
+#include "service/core/checkpoint_store.h"
 #include "service/core/namespace_registry.h"
 #include "service/core/stats.h"
 #include "service/core/types.h"
+#include "service/server/checkpoint_reader.h"
 #include "service/server/dense_state.h"
 
 namespace leapcache::server {
@@ -39,5 +41,13 @@ void FormatToProto(const BlobSpec& format, v1::StorageFormat* out);
 v1::StateKind KindToProto(StateKind kind);
 void DenseToProto(const DenseFormat& dense, v1::DenseEncoding* out);
 void StatsToProto(const core::StoreStats& stats, v1::StatsResponse* out);
+
+// The head range of a request: as given, or all heads of the namespace when absent (NOT_FOUND
+// for an unknown namespace). Shared by StateCache and DataPlane.
+absl::StatusOr<core::HeadRange> ResolveHeads(const core::CheckpointStore& store,
+                                             core::NamespaceId ns, bool present,
+                                             const v1::HeadRange& heads);
+// The header of a checkpoint read: what a Get stream or a data-plane transfer carries.
+void GetHeaderToProto(const ReadShape& shape, v1::GetHeader* out);
 
 }  // namespace leapcache::server

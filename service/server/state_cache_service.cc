@@ -16,15 +16,6 @@
 namespace leapcache::server {
 namespace {
 
-// The head range of a request: as given, or all heads of the namespace when absent.
-absl::StatusOr<core::HeadRange> ResolveHeads(const core::CheckpointStore& store,
-                                             core::NamespaceId ns, bool present,
-                                             const v1::HeadRange& heads) {
-  if (present) return HeadsFromProto(true, heads, 0);
-  LC_ASSIGN_OR_RETURN(const core::NamespaceInfo info, store.GetNamespace(ns));
-  return HeadsFromProto(false, heads, info.spec.model.total_heads);
-}
-
 absl::StatusOr<core::LookupResult> DoLookup(core::CheckpointStore& store,
                                             const v1::LookupRequest& request) {
   LC_ASSIGN_OR_RETURN(const std::vector<core::BlockHash> chain, ChainFromProto(request.chain()));
@@ -63,24 +54,6 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointSto
     LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
   }
   return CheckpointReader::Open(store, r);
-}
-
-void HeaderToProto(const ReadShape& s, v1::GetHeader* h) {
-  PositionToProto(s.position, h->mutable_position());
-  HeadsToProto(s.heads, h->mutable_heads());
-  h->set_layers(static_cast<uint32_t>(s.layers));
-  h->set_dk(static_cast<uint32_t>(s.format.dk));
-  h->set_dv(static_cast<uint32_t>(s.format.dv));
-  h->set_kind(KindToProto(s.format.kind));
-  FormatToProto(s.format, h->mutable_format());
-  h->set_total_bytes(s.total_bytes);
-  h->set_blob_bytes(s.blob_bytes);
-  h->set_state_bytes(s.state_bytes);
-  if (s.dense.has_value()) {
-    DenseToProto(*s.dense, h->mutable_dense());
-  } else {
-    h->mutable_compact();
-  }
 }
 
 }  // namespace
@@ -169,7 +142,7 @@ grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetR
                              ? limits_.chunk_bytes
                              : std::min(request->max_chunk_bytes(), limits_.chunk_bytes);
   v1::GetResponse response;
-  HeaderToProto(r.shape(), response.mutable_header());
+  GetHeaderToProto(r.shape(), response.mutable_header());
   do {
     response.set_offset(r.offset());
     std::string* data = response.mutable_data();

@@ -3,6 +3,10 @@
 #include <array>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace leapcache {
 namespace {
 
@@ -24,10 +28,7 @@ constexpr Tables MakeTables() {
 
 constexpr Tables kTables = MakeTables();
 
-}  // namespace
-
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
+uint32_t TableExtend(uint32_t crc, const uint8_t* p, size_t n) {
   uint32_t c = ~crc;
   while (n >= 8) {
     uint32_t lo, hi;
@@ -42,6 +43,43 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   }
   while (n--) c = (c >> 8) ^ kTables[0][(c ^ *p++) & 0xffu];
   return ~c;
+}
+
+#if defined(__x86_64__)
+// SSE4.2's crc32 instruction computes exactly this polynomial, 8 bytes per instruction: about
+// 4x the tables' speed. Every checkpoint byte is checksummed several times on its way (engine,
+// transfer, store), so this is on every transfer's critical path.
+__attribute__((target("sse4.2"))) uint32_t HardwareExtend(uint32_t crc, const uint8_t* p,
+                                                          size_t n) {
+  uint64_t c = ~crc;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = _mm_crc32_u64(c, v);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  return ~c32;
+}
+
+using ExtendFn = uint32_t (*)(uint32_t, const uint8_t*, size_t);
+const ExtendFn kExtend = [] {
+  __builtin_cpu_init();  // this runs as a static initializer, maybe before libgcc's own
+  return __builtin_cpu_supports("sse4.2") ? HardwareExtend : TableExtend;
+}();
+#endif
+
+}  // namespace
+
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+#if defined(__x86_64__)
+  return kExtend(crc, p, n);
+#else
+  return TableExtend(crc, p, n);
+#endif
 }
 
 }  // namespace leapcache

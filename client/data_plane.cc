@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -25,6 +26,11 @@
 #ifdef LEAPCACHE_TRANSPORT_CUDA
 #include "service/transport/cuda_ipc.h"
 #include "service/transport/cuda_staging.h"
+#endif
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+#include <cuda_runtime_api.h>
+
+#include "service/transport/nccl_link.h"
 #endif
 
 namespace leapcache::client {
@@ -113,6 +119,11 @@ struct AttachedEngine::Impl {
   std::unique_ptr<transport::UcxContext> ucx;
   std::unique_ptr<transport::UcxTargetWorker> ucx_worker;
 #endif
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  // The engine's rank of the session's communicator (NCCL sessions), on `cuda_device`.
+  std::unique_ptr<transport::NcclLink> nccl;
+#endif
+  int cuda_device = -1;
   absl::Mutex mu;  // serializes calls (the service runs one per session)
   absl::flat_hash_map<BufferId, std::unique_ptr<LocalBuffer>> buffers ABSL_GUARDED_BY(mu);
   BufferId next_buffer ABSL_GUARDED_BY(mu) = 1;
@@ -169,6 +180,10 @@ struct AttachedEngine::Impl {
   }
   absl::Status CheckAttached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (detached) return absl::FailedPreconditionError("the engine has detached");
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+    // An aborted link cannot match the service's transfers any more: the session is over.
+    if (nccl != nullptr) return nccl->health();
+#endif
     return absl::OkStatus();
   }
   absl::StatusOr<LocalBuffer*> Find(BufferId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -213,6 +228,28 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
   id->set_pid(identity.pid != 0 ? identity.pid : static_cast<uint32_t>(getpid()));
   id->set_gpu_uuid(identity.gpu_uuid);
   id->set_gpu_index(identity.gpu_index);
+  const bool offers_nccl = std::find(attach.transports.begin(), attach.transports.end(),
+                                     Transport::kNccl) != attach.transports.end();
+  if (offers_nccl) {
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+    // NCCL needs the engine's GPU, named by UUID so the service can tell it from its own.
+    impl->cuda_device = identity.gpu_index;
+    if (impl->cuda_device < 0 && cudaGetDevice(&impl->cuda_device) != cudaSuccess) {
+      return absl::FailedPreconditionError("NCCL offered, but this process has no CUDA device");
+    }
+    absl::StatusOr<std::string> uuid = transport::CudaDeviceUuid(impl->cuda_device);
+    if (!uuid.ok()) return uuid.status();
+    if (!identity.gpu_uuid.empty() && identity.gpu_uuid != *uuid) {
+      return absl::InvalidArgumentError(absl::StrCat("identity.gpu_uuid ", identity.gpu_uuid,
+                                                     " is not CUDA device ", impl->cuda_device,
+                                                     "'s (", *uuid, ")"));
+    }
+    id->set_gpu_uuid(*uuid);
+    id->set_gpu_index(impl->cuda_device);
+#else
+    return absl::FailedPreconditionError("this client library was built without NCCL");
+#endif
+  }
   q.set_session_ttl_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(attach.session_ttl)));
   for (Transport t : attach.transports) {
     if (t == Transport::kInline) {
@@ -246,9 +283,13 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
 #else
       return absl::FailedPreconditionError("this client library was built without CUDA");
 #endif
+    } else if (t == Transport::kNccl) {
+      v1::TransportOffer* offer = q.add_offers();  // built with NCCL: checked above
+      offer->set_kind(v1::TRANSPORT_KIND_NCCL);
+      offer->set_cuda_memory(true);
     } else {
-      return absl::UnimplementedError(absl::StrCat(
-          "transport ", static_cast<int>(t), " is not built into this client library yet"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("transport ", static_cast<int>(t), " is unknown"));
     }
   }
   v1::AttachResponse r;
@@ -263,6 +304,26 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
     impl->ucx.reset();
 #endif
   }
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  if (impl->transport == Transport::kNccl) {
+    // Join the communicator the service started; a failure ends the session at once.
+    absl::StatusOr<std::unique_ptr<transport::NcclLink>> link = transport::NcclLink::Start(
+        r.connection_info(), transport::NcclLink::kEngineRank, impl->cuda_device, 0);
+    absl::Status joined = link.status();
+    if (joined.ok()) joined = (*link)->WaitReady(absl::Now() + options.rpc_timeout);
+    if (!joined.ok()) {
+      v1::DetachRequest dq;
+      dq.set_session_id(impl->session_id);
+      v1::DetachResponse dr;
+      grpc::ClientContext dc;
+      impl->Deadline(&dc, options.rpc_timeout);
+      impl->stub->Detach(&dc, dq, &dr);
+      return absl::UnavailableError(
+          absl::StrCat("joining the service's NCCL communicator: ", joined.message()));
+    }
+    impl->nccl = std::move(link).value();
+  }
+#endif
   Impl* raw = impl.get();
   impl->keepalive = std::thread([raw] { raw->KeepaliveLoop(); });
   return std::unique_ptr<AttachedEngine>(new AttachedEngine(std::move(impl)));
@@ -282,6 +343,9 @@ absl::Status AttachedEngine::Detach() {
   const grpc::Status st = m.stub->Detach(&c, q, &r);
   // The service no longer reaches the buffers: unregister them locally.
   m.buffers.clear();
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  m.nccl.reset();
+#endif
   return FromGrpcStatus(st);
 }
 
@@ -326,6 +390,29 @@ absl::StatusOr<BufferId> AttachedEngine::RegisterBuffer(void* ptr, size_t bytes,
     if (!reg.ok()) return reg.status();
     b->registration = std::move(reg).value();
     absl::StatusOr<uint64_t> remote = m.RegisterRemote(b->registration->descriptor());
+    if (!remote.ok()) return remote.status();
+    b->remote_id = *remote;
+#endif
+  }
+  if (m.transport == Transport::kNccl) {
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+    if (memory != MemoryKind::kCuda) {
+      return absl::FailedPreconditionError(
+          "an nccl session moves device memory only; attach with ucx for host buffers");
+    }
+    absl::StatusOr<int> device = transport::DeviceOfPointer(ptr);
+    if (!device.ok()) return device.status();
+    if (*device != m.cuda_device) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer is on CUDA device ", *device,
+                                                     ", the session's NCCL link on ",
+                                                     m.cuda_device));
+    }
+    transport::BufferDescriptor d;
+    d.transport = transport::TransportKind::kNccl;
+    d.memory = transport::MemoryKind::kCuda;
+    d.address = reinterpret_cast<uint64_t>(ptr);
+    d.bytes = bytes;
+    absl::StatusOr<uint64_t> remote = m.RegisterRemote(d);
     if (!remote.ok()) return remote.status();
     b->remote_id = *remote;
 #endif
@@ -434,6 +521,15 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   if (absl::Status st = CheckRange(b, offset, out->total_bytes, "the service's write"); !st.ok()) {
     return absl::DataLossError(st.message());
   }
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  if (m.nccl != nullptr && out->total_bytes > 0) {
+    // The service posted the checkpoint as one send before answering: receive it now.
+    const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
+    absl::Status st = m.nccl->PostRecv(b.ptr + offset, out->total_bytes, deadline);
+    if (st.ok()) st = m.nccl->Wait(deadline);
+    if (!st.ok()) return st;
+  }
+#endif
   // The bytes as they landed, readable here: device memory the service wrote directly (CUDA
   // IPC, UCX with CUDA support) is copied back for the check.
   const uint8_t* landed = b.transfer_base() + offset;
@@ -515,6 +611,21 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   v1::TransferPutResponse r;
   grpc::ClientContext c;
   m.Deadline(&c, m.options.transfer_timeout);
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  if (m.nccl != nullptr) {
+    // Posted before the call: the service receives the bytes first, whatever it then decides.
+    const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
+    if (absl::Status st = m.nccl->PostSend(b.ptr + offset, length, deadline); !st.ok()) return st;
+    const grpc::Status put = m.stub->TransferPut(&c, q, &r);
+    // The service answers only after its receive completed, so the send completes at once; if it
+    // failed before receiving (an ended session), the link cannot be matched any more and the
+    // wait aborts it.
+    const absl::Status sent =
+        m.nccl->Wait(put.ok() ? deadline : std::min(deadline, absl::Now() + absl::Seconds(2)));
+    if (!put.ok()) return FromGrpcStatus(put);
+    return sent;
+  }
+#endif
   return FromGrpcStatus(m.RunTransfer([&] { return m.stub->TransferPut(&c, q, &r); }));
 }
 

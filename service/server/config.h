@@ -63,7 +63,7 @@ struct ServerConfig {
   // memory first and spill to the host tier when it is full; 0 disables it. Device memory the
   // engines do not use is the point of the product, so size it from what they leave free.
   uint64_t gpu_memory_budget = 0;
-  // CUDA device of the GPU tier and of the encode kernels.
+  // CUDA device of the GPU tier, of the encode kernels and of NCCL data-plane sessions.
   int64_t gpu_device = 0;
   // Who encodes dense puts: cpu (the reference codec), cuda (the encode kernel for 8-bit window
   // formats at 128 x 128, the reference for the rest; start-up fails without a device), or auto

@@ -135,7 +135,7 @@ const std::vector<Setting>& Settings() {
       BytesSetting("gpu_memory_budget", &C::gpu_memory_budget,
                    "GPU tier in front of the host tier (CUDA builds), bytes; 0 disables"),
       IntSetting("gpu_device", &C::gpu_device, 0, 1024,
-                 "CUDA device of the GPU tier and the encode kernels"),
+                 "CUDA device of the GPU tier, the encode kernels and NCCL data-plane sessions"),
       StringSetting("encode_backend", &C::encode_backend, "dense puts encoded on cpu, cuda or auto"),
       BytesSetting("spill_budget", &C::spill_budget, "spill tier, bytes or %; 0 disables",
                    /*allow_percent=*/true),

@@ -77,12 +77,18 @@ absl::Status CheckRange(const transport::BufferDescriptor& d, uint64_t offset, u
   return absl::OkStatus();
 }
 
+// Whether a failed transfer left the session's connection unusable: the engine is gone, or a
+// transfer passed its deadline (transfers in flight cannot be recalled).
+bool ConnectionLost(const transport::PeerConnection& c, const absl::Status& st) {
+  return !c.health().ok() || st.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
 }  // namespace
 
 DataPlaneService::DataPlaneService(core::CheckpointStore* store, PutPipeline* puts,
                                    const DataPlaneOptions& options)
     : store_(store), puts_(puts), options_(options),
-      transports_(DataPlaneTransports::Create(options.ucx_transports)),
+      transports_(DataPlaneTransports::Create(options.ucx_transports, options.cuda_device)),
       sessions_(options.reap_interval) {}
 
 DataPlaneService::~DataPlaneService() = default;
@@ -149,11 +155,12 @@ grpc::Status DataPlaneService::Attach(grpc::ServerContext* context,
         absl::StrCat("session_ttl_ms ", request->session_ttl_ms(), " is over the maximum ",
                      absl::ToInt64Milliseconds(options_.max_session_ttl))));
   }
-  absl::StatusOr<TransportOfferInfo> chosen = transports_->Choose(offers, id.host());
+  absl::StatusOr<TransportOfferInfo> chosen = transports_->Choose(offers, id.host(), id.gpu_uuid());
   if (!chosen.ok()) return ToGrpcStatus(chosen.status());
   absl::StatusOr<std::unique_ptr<transport::PeerConnection>> connection =
-      transports_->Connect(*chosen, static_cast<pid_t>(id.pid()));
+      transports_->Connect(*chosen, static_cast<pid_t>(id.pid()), id.host());
   if (!connection.ok()) return ToGrpcStatus(connection.status());
+  if (*connection != nullptr) response->set_connection_info((*connection)->connection_info());
 
   EngineIdentity identity{id.name(), id.host(), id.pid(), id.gpu_uuid(), id.gpu_index()};
   const uint64_t session_id = sessions_.Add(std::make_unique<EngineSession>(
@@ -227,6 +234,12 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
   if (absl::Status st = CheckTransferable(s); !st.ok()) return ToGrpcStatus(st);
   absl::StatusOr<transport::RemoteRegion*> region = FindBuffer(s, request->buffer_id());
   if (!region.ok()) return ToGrpcStatus(region.status());
+  const absl::Time deadline = TransferDeadline(*context);
+  // A two-sided transport's previous get must have been taken by the engine.
+  if (absl::Status st = s.connection->Settle(deadline); !st.ok()) {
+    if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
+    return ToGrpcStatus(st);
+  }
 
   ReadRequest r;
   r.ns = request->namespace_id();
@@ -253,21 +266,40 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
       !st.ok()) {
     return ToGrpcStatus(st);
   }
-  s.staging.resize(std::min<uint64_t>(options_.chunk_bytes, shape.total_bytes));
-  const absl::Time deadline = TransferDeadline(*context);
-  while (!(*reader)->done()) {
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
-    const uint64_t at = base + (*reader)->offset();
-    absl::StatusOr<size_t> n = (*reader)->Read(s.staging);
-    if (!n.ok()) return ToGrpcStatus(n.status());
-    const transport::TransferOp op{transport::Direction::kWrite,
-                                   std::span<uint8_t>(s.staging.data(), *n), at};
-    if (absl::Status st = s.connection->Execute(**region, {&op, 1}, deadline); !st.ok()) {
-      // The engine is gone or stalled past the deadline: its connection is unusable.
-      if (!s.connection->health().ok() || st.code() == absl::StatusCode::kDeadlineExceeded) {
-        sessions_.RemoveLocked(use->id(), s);
+  if (s.connection->two_sided()) {
+    // The engine receives the whole checkpoint in one matching receive once it has this call's
+    // answer: read it all, then post it as one send (which Settle completes later).
+    s.staging.resize(shape.total_bytes);
+    for (size_t at = 0; !(*reader)->done();) {
+      if (context->IsCancelled()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
       }
+      absl::StatusOr<size_t> n =
+          (*reader)->Read(std::span<uint8_t>(s.staging.data() + at, s.staging.size() - at));
+      if (!n.ok()) return ToGrpcStatus(n.status());
+      at += *n;
+    }
+    const transport::TransferOp op{transport::Direction::kWrite, std::span<uint8_t>(s.staging),
+                                   base};
+    if (absl::Status st = s.connection->Execute(**region, {&op, 1}, deadline); !st.ok()) {
+      if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
       return ToGrpcStatus(st);
+    }
+  } else {
+    s.staging.resize(std::min<uint64_t>(options_.chunk_bytes, shape.total_bytes));
+    while (!(*reader)->done()) {
+      if (context->IsCancelled()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+      }
+      const uint64_t at = base + (*reader)->offset();
+      absl::StatusOr<size_t> n = (*reader)->Read(s.staging);
+      if (!n.ok()) return ToGrpcStatus(n.status());
+      const transport::TransferOp op{transport::Direction::kWrite,
+                                     std::span<uint8_t>(s.staging.data(), *n), at};
+      if (absl::Status st = s.connection->Execute(**region, {&op, 1}, deadline); !st.ok()) {
+        if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
+        return ToGrpcStatus(st);
+      }
     }
   }
   GetHeaderToProto(shape, response->mutable_header());
@@ -291,6 +323,21 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
                                    "offset + length");
       !st.ok()) {
     return ToGrpcStatus(st);
+  }
+  const absl::Time deadline = TransferDeadline(*context);
+  // A two-sided transport: the engine posted its send of `length` bytes before calling, so they
+  // are received now, before any other check, and dropped if the put then fails.
+  const bool received_first = s.connection->two_sided();
+  if (received_first) {
+    s.staging.resize(length);
+    const transport::TransferOp op{transport::Direction::kRead, std::span<uint8_t>(s.staging),
+                                   request->offset()};
+    absl::Status st = s.connection->Settle(deadline);
+    if (st.ok()) st = s.connection->Execute(**region, {&op, 1}, deadline);
+    if (!st.ok()) {
+      if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
+      return ToGrpcStatus(st);
+    }
   }
 
   core::PutRequest put;
@@ -329,21 +376,21 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
   if (ticket->state_bytes > 0) {
     chunk = std::max<uint64_t>(1, chunk / ticket->state_bytes) * ticket->state_bytes;
   }
-  s.staging.resize(std::min<uint64_t>(chunk, length));
-  const absl::Time deadline = TransferDeadline(*context);
+  if (!received_first) s.staging.resize(std::min<uint64_t>(chunk, length));
   uint32_t crc = 0;
   for (uint64_t done = 0; done < length;) {
     if (context->IsCancelled()) {
       return fail(absl::CancelledError("call cancelled"));
     }
-    const uint64_t n = std::min<uint64_t>(s.staging.size(), length - done);
-    const std::span<uint8_t> bytes(s.staging.data(), n);
-    const transport::TransferOp op{transport::Direction::kRead, bytes, request->offset() + done};
-    if (absl::Status st = s.connection->Execute(**region, {&op, 1}, deadline); !st.ok()) {
-      if (!s.connection->health().ok() || st.code() == absl::StatusCode::kDeadlineExceeded) {
-        sessions_.RemoveLocked(use->id(), s);
+    const uint64_t n = std::min<uint64_t>(chunk, length - done);
+    const std::span<uint8_t> bytes(s.staging.data() + (received_first ? done : 0), n);
+    if (!received_first) {
+      const transport::TransferOp op{transport::Direction::kRead, bytes,
+                                     request->offset() + done};
+      if (absl::Status st = s.connection->Execute(**region, {&op, 1}, deadline); !st.ok()) {
+        if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
+        return fail(st);
       }
-      return fail(st);
     }
     crc = Crc32cExtend(crc, bytes.data(), n);
     if (absl::Status st = puts_->Upload(ticket->id, done, bytes); !st.ok()) return fail(st);

@@ -29,6 +29,8 @@ namespace leapcache::server {
 struct DataPlaneOptions {
   // UCX_TLS of the service's UCX context; empty: UCX's choice.
   std::string ucx_transports;
+  // The service's GPU for NCCL sessions (the server's gpu_device).
+  int cuda_device = 0;
   // Idle time after which a session ends, when the engine asks for none, and the most it may ask.
   absl::Duration default_session_ttl = absl::Seconds(60);
   absl::Duration max_session_ttl = absl::Hours(1);

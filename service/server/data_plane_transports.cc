@@ -10,6 +10,9 @@
 #include "service/transport/cuda_ipc.h"
 #include "service/transport/cuda_staging.h"
 #endif
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+#include "service/transport/nccl_peer_connection.h"
+#endif
 #ifdef LEAPCACHE_TRANSPORT_UCX
 #include "service/transport/ucx_context.h"
 #include "service/transport/ucx_peer_connection.h"
@@ -29,12 +32,19 @@ DataPlaneTransports::DataPlaneTransports() = default;
 DataPlaneTransports::~DataPlaneTransports() = default;
 
 std::unique_ptr<DataPlaneTransports> DataPlaneTransports::Create(
-    const std::string& ucx_transports) {
+    const std::string& ucx_transports, int cuda_device) {
   std::unique_ptr<DataPlaneTransports> t(new DataPlaneTransports());
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) t->host_ = host;
+  t->cuda_device_ = cuda_device;
 #ifdef LEAPCACHE_TRANSPORT_CUDA
   t->cuda_ipc_ = transport::CudaDeviceAvailable();
+#endif
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  if (absl::StatusOr<std::string> uuid = transport::CudaDeviceUuid(cuda_device); uuid.ok()) {
+    t->nccl_ = true;
+    t->cuda_device_uuid_ = *std::move(uuid);
+  }
 #endif
 #ifdef LEAPCACHE_TRANSPORT_UCX
   // The service's side never stages CUDA memory: it reaches the engine's host buffers, and
@@ -63,7 +73,7 @@ bool DataPlaneTransports::Available(TransportKind kind) const {
     case TransportKind::kCudaIpc:
       return cuda_ipc_;
     case TransportKind::kNccl:
-      return false;
+      return nccl_;
   }
   return false;
 }
@@ -74,11 +84,13 @@ transport::Capabilities DataPlaneTransports::capabilities(TransportKind kind) co
 #endif
   if (kind == TransportKind::kInline) return {true, transport::CudaAccess::kNone};
   if (kind == TransportKind::kCudaIpc && cuda_ipc_) return {false, transport::CudaAccess::kDirect};
+  if (kind == TransportKind::kNccl && nccl_) return {false, transport::CudaAccess::kDirect};
   return {};
 }
 
 absl::StatusOr<TransportOfferInfo> DataPlaneTransports::Choose(
-    std::span<const TransportOfferInfo> offers, const std::string& engine_host) const {
+    std::span<const TransportOfferInfo> offers, const std::string& engine_host,
+    const std::string& engine_gpu_uuid) const {
   // The service's preference: same-host GPU memory first, then GPU-to-GPU collectives, then
   // RDMA/tcp/shared memory, then gRPC itself.
   for (TransportKind kind : {TransportKind::kCudaIpc, TransportKind::kNccl, TransportKind::kUcx,
@@ -89,6 +101,12 @@ absl::StatusOr<TransportOfferInfo> DataPlaneTransports::Choose(
       // CUDA IPC reaches only device memory of a process on this host.
       if (kind == TransportKind::kCudaIpc &&
           (engine_host.empty() || engine_host != host_ || !offer.cuda_memory)) {
+        continue;
+      }
+      // NCCL moves device memory between two GPUs: never the service's own.
+      if (kind == TransportKind::kNccl &&
+          (!offer.cuda_memory || engine_gpu_uuid.empty() ||
+           engine_gpu_uuid == cuda_device_uuid_)) {
         continue;
       }
       return offer;
@@ -104,14 +122,27 @@ absl::StatusOr<TransportOfferInfo> DataPlaneTransports::Choose(
 }
 
 absl::StatusOr<std::unique_ptr<transport::PeerConnection>> DataPlaneTransports::Connect(
-    const TransportOfferInfo& offer, pid_t engine_pid) const {
-  (void)engine_pid;  // used by CUDA IPC only
+    const TransportOfferInfo& offer, pid_t engine_pid, const std::string& engine_host) const {
+  (void)engine_pid;  // used by CUDA IPC and NCCL only
+  (void)engine_host;
   switch (offer.kind) {
     case TransportKind::kInline:
       return std::unique_ptr<transport::PeerConnection>();
     case TransportKind::kCudaIpc:
 #ifdef LEAPCACHE_TRANSPORT_CUDA
       if (cuda_ipc_) return transport::ConnectCudaIpc(engine_pid);
+#endif
+      break;
+    case TransportKind::kNccl:
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+      if (nccl_) {
+        // The engine's process is watched where it is visible: on this host.
+        const pid_t local_pid = !engine_host.empty() && engine_host == host_ ? engine_pid : 0;
+        absl::StatusOr<std::unique_ptr<transport::NcclPeerConnection>> c =
+            transport::NcclPeerConnection::Create(cuda_device_, local_pid);
+        if (!c.ok()) return c.status();
+        return std::unique_ptr<transport::PeerConnection>(std::move(c).value());
+      }
 #endif
       break;
     case TransportKind::kUcx:

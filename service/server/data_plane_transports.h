@@ -6,7 +6,9 @@
 // context initialises at start; otherwise ucx_status() says why. CUDA IPC is available when
 // built with CUDA (LEAPCACHE_TRANSPORT_CUDA) and a device is present at start, and is chosen
 // only for an engine on this host (its identity's host name is this machine's) that offers CUDA
-// memory. NCCL is not built into the service yet, so offers of it are passed over.
+// memory. NCCL is available when built (LEAPCACHE_TRANSPORT_NCCL) and `cuda_device` exists at
+// start; it is chosen only for an engine that offers CUDA memory and names its GPU by UUID, on
+// another GPU than the service's (NCCL cannot put both ranks of a communicator on one GPU).
 // Thread-safe.
 #pragma once
 
@@ -30,7 +32,9 @@ struct TransportOfferInfo {
 class DataPlaneTransports {
  public:
   // `ucx_transports`: UCX_TLS for the service's context; empty for UCX's choice.
-  static std::unique_ptr<DataPlaneTransports> Create(const std::string& ucx_transports);
+  // `cuda_device`: the service's GPU for NCCL sessions.
+  static std::unique_ptr<DataPlaneTransports> Create(const std::string& ucx_transports,
+                                                     int cuda_device);
   ~DataPlaneTransports();
 
   bool Available(transport::TransportKind kind) const;
@@ -38,14 +42,16 @@ class DataPlaneTransports {
   // OK if UCX is usable, else why not.
   const absl::Status& ucx_status() const { return ucx_status_; }
 
-  // The preferred offer both sides support for an engine on `engine_host`; FAILED_PRECONDITION
-  // if none.
+  // The preferred offer both sides support for an engine on `engine_host` whose GPU is
+  // `engine_gpu_uuid` (empty: none named); FAILED_PRECONDITION if none.
   absl::StatusOr<TransportOfferInfo> Choose(std::span<const TransportOfferInfo> offers,
-                                            const std::string& engine_host) const;
-  // The service's connection to the engine process `engine_pid` for `offer` (nullptr for
-  // inline). UNAVAILABLE if it cannot be made; INVALID_ARGUMENT for missing connection info.
+                                            const std::string& engine_host,
+                                            const std::string& engine_gpu_uuid) const;
+  // The service's connection to the engine process `engine_pid` on `engine_host` for `offer`
+  // (nullptr for inline). UNAVAILABLE if it cannot be made; INVALID_ARGUMENT for missing
+  // connection info.
   absl::StatusOr<std::unique_ptr<transport::PeerConnection>> Connect(
-      const TransportOfferInfo& offer, pid_t engine_pid) const;
+      const TransportOfferInfo& offer, pid_t engine_pid, const std::string& engine_host) const;
 
  private:
   DataPlaneTransports();
@@ -53,6 +59,9 @@ class DataPlaneTransports {
   std::unique_ptr<Ucx> ucx_;
   absl::Status ucx_status_;
   bool cuda_ipc_ = false;
+  bool nccl_ = false;
+  int cuda_device_ = 0;
+  std::string cuda_device_uuid_;  // of cuda_device_, where NCCL is available
   std::string host_;  // this machine's host name
 };
 

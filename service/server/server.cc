@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.RegisterService(s->decode_service_.get());
   DataPlaneOptions data_plane;
   data_plane.tokens = tokens;
+  data_plane.cuda_device = static_cast<int>(config.gpu_device);
   s->data_plane_ =
       std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(), std::move(data_plane));
   builder.RegisterService(s->data_plane_.get());

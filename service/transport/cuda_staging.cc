@@ -13,9 +13,38 @@ absl::Status CudaError(cudaError_t e, const char* what) {
 
 }  // namespace
 
+absl::StatusOr<int> DeviceOfPointer(const void* ptr) {
+  cudaPointerAttributes attr{};
+  if (cudaError_t e = cudaPointerGetAttributes(&attr, ptr); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer is not CUDA memory: ", cudaGetErrorString(e)));
+  }
+  if (attr.type != cudaMemoryTypeDevice) {
+    return absl::InvalidArgumentError("buffer of kind cuda is not device memory");
+  }
+  return attr.device;
+}
+
 bool CudaDeviceAvailable() {
   int devices = 0;
   return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+absl::StatusOr<std::string> CudaDeviceUuid(int device) {
+  cudaDeviceProp prop{};
+  if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", device, ": ", cudaGetErrorString(e)));
+  }
+  const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    absl::StrAppend(&out, absl::Hex(b[i], absl::kZeroPad2));
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<PinnedHostBuffer>> PinnedHostBuffer::Allocate(size_t bytes) {

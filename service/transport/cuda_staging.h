@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -39,7 +40,14 @@ absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes);
 // INVALID_ARGUMENT if CUDA does not know the pointer as device memory.
 absl::Status CheckDevicePointer(const void* ptr);
 
+// The CUDA device that holds device memory `ptr`; INVALID_ARGUMENT if it is not device memory.
+absl::StatusOr<int> DeviceOfPointer(const void* ptr);
+
 // True if this process can use a CUDA device.
 bool CudaDeviceAvailable();
+
+// The UUID of CUDA device `device` as nvidia-smi prints it ("GPU-xxxxxxxx-xxxx-..."), which
+// names one GPU across processes whatever their CUDA_VISIBLE_DEVICES.
+absl::StatusOr<std::string> CudaDeviceUuid(int device);
 
 }  // namespace leapcache::transport

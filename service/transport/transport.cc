@@ -52,7 +52,9 @@ absl::Status ValidateDescriptor(const BufferDescriptor& d, TransportKind expecte
     return absl::InvalidArgumentError(
         absl::StrCat("buffer.address ", d.address, " + bytes ", d.bytes, " wraps around"));
   }
-  if (d.transport != TransportKind::kInline && d.key.empty()) {
+  // NCCL addresses no remote memory (the engine posts its own receives and sends): no key.
+  if (d.transport != TransportKind::kInline && d.transport != TransportKind::kNccl &&
+      d.key.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("buffer.remote_key is empty (", TransportName(d.transport), " needs one)"));
   }

@@ -114,6 +114,21 @@ class PeerConnection {
                                absl::Time deadline) = 0;
   // OK while the peer is reachable as far as this side knows.
   virtual absl::Status health() const = 0;
+
+  // Two-sided transports (NCCL): the peer posts the matching receive or send itself, and for a
+  // write it can do so only once it has the call's answer. So an Execute of one write returns
+  // once the bytes are staged and posted (`local` may be reused at once), and Settle waits until
+  // the peer has taken them; the caller settles before the connection's next use. A list holds
+  // exactly one op, the whole transfer the peer posts to match. One-sided transports complete
+  // in Execute and settle at once.
+  virtual bool two_sided() const { return false; }
+  virtual absl::Status Settle(absl::Time deadline) {
+    (void)deadline;
+    return absl::OkStatus();
+  }
+  // What the engine needs from the service to join the connection (NCCL: the communicator's
+  // unique id); empty where the service connects to the engine.
+  virtual std::string connection_info() const { return {}; }
 };
 
 }  // namespace leapcache::transport

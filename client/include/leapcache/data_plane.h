@@ -1,6 +1,6 @@
 // leapcache data plane, engine side: attach to the service and move checkpoints straight into
-// and out of the engine's own buffers (host or CUDA memory) over UCX, instead of through gRPC
-// messages (proto/leapcache/v1/data_plane.proto).
+// and out of the engine's own buffers (host or CUDA memory) over UCX, CUDA IPC or NCCL, instead
+// of through gRPC messages (proto/leapcache/v1/data_plane.proto).
 //
 //   auto engine = leapcache::client::AttachedEngine::Attach(
 //       {.target = "10.0.0.5:7470"}, {.name = "vllm-0", .gpu_index = 0});
@@ -21,6 +21,12 @@
 //  - CUDA IPC (offer kCudaIpc; chosen for an engine on the service's host): the service maps
 //    the engine's registered device buffers and copies into and out of them itself; such a
 //    session takes device buffers only.
+//  - NCCL (offer kNccl; chosen for an engine on another GPU than the service's): the engine
+//    joins the service's two-rank communicator at Attach on its GPU (identity.gpu_index, else
+//    the current device; its UUID is sent as identity.gpu_uuid). GetInto receives the checkpoint
+//    with one ncclRecv after the service answered; PutFrom posts one ncclSend before calling.
+//    Such a session takes device buffers of that GPU only. If the link aborts (a transfer
+//    passed its deadline), later calls fail with UNAVAILABLE: attach again.
 //  - CUDA buffers: if the transport cannot reach device memory (Debian's UCX), each registered
 //    device buffer gets a pinned host staging buffer of the same size, registered in its place;
 //    GetInto copies it to the device after the transfer, PutFrom from the device before it.

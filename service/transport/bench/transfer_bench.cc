@@ -8,11 +8,13 @@
 // and as dense bf16 states (32 MiB; the service encodes puts and decodes gets with its CPU
 // codec), moved by an engine in this process with AttachedEngine: inline gRPC, UCX into host
 // memory, and, where a GPU is present, UCX into device memory (staged through pinned host
-// memory, or direct if the UCX found reports CUDA support) and over CUDA IPC (the service maps
-// the engine's device buffers; needs the server in another process: --target). Each number is
-// the median of N runs; "copy" is memcpy between host buffers for host rows and cudaMemcpy
-// device-to-device for device rows, of the same bytes. NCCL is not built into the service yet.
-// By default the server runs in this process (CPU backend, loopback).
+// memory, or direct if the UCX found reports CUDA support), over CUDA IPC (the service maps
+// the engine's device buffers; needs the server in another process: --target) and over NCCL
+// (send/recv between the server's GPU 0 and the engine's GPU; needs --engine-gpu other than 0).
+// Each number is the median of N runs; "copy" is memcpy between host buffers for host rows and,
+// for device rows, cudaMemcpy device-to-device on one GPU or cudaMemcpyPeer with peer access
+// enabled across two, of the same bytes. By default the server runs in this process (CPU
+// backend, loopback).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -124,6 +126,18 @@ double DeviceCopyGbps(size_t bytes, int reps, int from, int to) {
   const bool ok_a = cudaMalloc(&a, bytes) == cudaSuccess;
   cudaSetDevice(to);
   const bool ok_b = cudaMalloc(&b, bytes) == cudaSuccess;
+  if (from != to) {
+    // Without peer access the driver stages the copy through host memory: enable it both ways
+    // so the copy runs over the GPUs' own link (NVLink), the bound a transport can reach.
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, to, from) == cudaSuccess && can) {
+      cudaSetDevice(to);
+      cudaDeviceEnablePeerAccess(from, 0);
+      cudaSetDevice(from);
+      cudaDeviceEnablePeerAccess(to, 0);
+    }
+    cudaGetLastError();  // "already enabled" is fine
+  }
   double gbps = 0;
   if (ok_a && ok_b) {
     auto copy = [&] {
@@ -288,6 +302,7 @@ Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport tr
   Row row;
   row.transport = transport == Transport::kInline ? "inline gRPC"
                   : transport == Transport::kUcx  ? "ucx"
+                  : transport == Transport::kNccl ? "nccl"
                                                   : "cuda_ipc";
   if (transport != (*engine)->transport()) {
     Die("attach", absl::InternalError("the service chose another transport"));
@@ -348,6 +363,10 @@ int Main(int argc, char** argv) {
     // CUDA refuses to open an IPC handle in the process that exported it: the server must be
     // another process (--target).
     if (server == nullptr) runs.push_back({Transport::kCudaIpc, MemoryKind::kCuda});
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+    // NCCL puts its two ranks on two GPUs: the server's (0) and the engine's.
+    if (f.engine_gpu != 0) runs.push_back({Transport::kNccl, MemoryKind::kCuda});
+#endif
   }
 #endif
   std::vector<Row> rows;
@@ -371,12 +390,21 @@ int Main(int argc, char** argv) {
     std::printf("| cuda_ipc | - | - | - | %s | | | | |\n",
                 gpu ? "needs an out-of-process server (--target)" : "no GPU");
   }
-  std::printf("| nccl | - | - | - | not built into the service | | | | |\n");
+  bool nccl_built = false;
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  nccl_built = true;
+#endif
+  if (!gpu || f.engine_gpu == 0 || !nccl_built) {
+    std::printf("| nccl | - | - | - | %s | | | | |\n",
+                !nccl_built ? "not built"
+                : gpu       ? "needs the engine on another GPU (--engine-gpu=1)"
+                            : "no GPU");
+  }
   std::printf("copy: memcpy host-to-host for host rows%s; engine buffers on GPU %d, server on "
               "GPU 0\n",
               !gpu                  ? "; no GPU in this run"
               : f.engine_gpu == 0 ? ", cudaMemcpy device-to-device for cuda rows"
-                                    : ", cudaMemcpyPeer GPU 0 -> engine GPU for cuda rows",
+                                    : ", cudaMemcpyPeer (peer access on) GPU 0 -> engine GPU for cuda rows",
               f.engine_gpu);
   std::string json = "{\"rows\":[";
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -1,8 +1,10 @@
 // Device tests of the data plane: the engine (this process) owns CUDA buffers; the real
-// leapcache-server (another process on the same GPU) writes checkpoints into them and reads puts
-// from them over CUDA IPC (the service maps the engine's exported buffers), over UCX (staged
-// through pinned host memory when UCX has no CUDA transport, direct otherwise) and over the
-// inline fallback. Every byte is checked after copying the device buffer back.
+// leapcache-server (another process, its CUDA context on GPU 0) writes checkpoints into them and
+// reads puts from them over CUDA IPC (the service maps the engine's exported buffers), over UCX
+// (staged through pinned host memory when UCX has no CUDA transport, direct otherwise), over
+// NCCL (send/recv between the server's GPU and the engine's; needs the engine on another GPU,
+// so it runs only with LEAPCACHE_TEST_ENGINE_GPU=1 on a machine with two) and over the inline
+// fallback. Every byte is checked after copying the device buffer back.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -76,6 +78,10 @@ class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterf
     ASSERT_GT(devices, 0);
     ASSERT_TRUE(EngineGpu() >= 0 && EngineGpu() < devices) << "no GPU " << EngineGpu();
     ASSERT_EQ(cudaSetDevice(EngineGpu()), cudaSuccess);
+    if (GetParam() == Transport::kNccl && EngineGpu() == 0) {
+      GTEST_SKIP() << "NCCL needs the engine on another GPU than the server's GPU 0 "
+                      "(LEAPCACHE_TEST_ENGINE_GPU=1 on a machine with two)";
+    }
     ServiceTest::SetUp();
   }
   absl::StatusOr<std::unique_ptr<client::AttachedEngine>> Attach() const {
@@ -176,13 +182,15 @@ TEST_P(DeviceTransferTest, CudaIpcSessionsTakeDeviceBuffersOnly) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceTransferTest,
                          ::testing::Values(Transport::kCudaIpc, Transport::kUcx,
-                                           Transport::kInline),
+                                           Transport::kNccl, Transport::kInline),
                          [](const auto& info) {
                            switch (info.param) {
                              case Transport::kCudaIpc:
                                return std::string("cuda_ipc");
                              case Transport::kUcx:
                                return std::string("ucx");
+                             case Transport::kNccl:
+                               return std::string("nccl");
                              default:
                                return std::string("inline");
                            }

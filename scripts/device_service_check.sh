@@ -5,7 +5,10 @@
 # benchmarks (attached decode against the in-process kernels; put/get with and without the GPU
 # tier), and writes the logs, JSON and Markdown to RESULTS_DIR. With two GPUs the decode
 # benchmark also runs the service on GPU 0 against the engine's in-process reference on GPU 1,
-# and the transfer tests put the engine's buffers on GPU 1 (the server's context is on GPU 0).
+# once with the service inside the benchmark's process (two_gpus/) and once as a separate
+# leapcache-server process decoding on GPU 0, the benchmark being the engine process
+# (two_gpus_engine_process/), and the transfer tests put the engine's buffers on GPU 1 (the
+# server's context is on GPU 0).
 #
 #   scripts/device_service_check.sh BUNDLE RESULTS_DIR
 set -euo pipefail
@@ -34,6 +37,33 @@ if [ "$gpus" -ge 2 ]; then
     sed "s/^/transport_gpu_test, engine on GPU 1: /"
   "$bundle/bin/leapcache-decode-bench" --backend=cuda --server-device=0 --local-device=1 \
     --out="$out/two_gpus" | tee "$out/two_gpus/decode_bench.txt" || status=1
+  # The service as its own process with its decode pools on GPU 0 (the bench's in-process server
+  # settings: 16 GiB of live states, 64 MiB messages for B = 256), the engine process's reference
+  # on GPU 1.
+  engine_out="$out/two_gpus_engine_process"
+  mkdir -p "$engine_out"
+  rm -f "$engine_out/server.port"
+  "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= --memory-budget=256MiB \
+    --max-message-bytes=64MiB --decode-backend=cuda --decode-device=0 \
+    --decode-memory-budget=16GiB --port-file="$engine_out/server.port" \
+    > "$engine_out/server.log" 2>&1 &
+  decode_server=$!
+  # Up to 30 s: a fresh process's first CUDA context on a large GPU can take seconds.
+  for _ in $(seq 300); do
+    [ -s "$engine_out/server.port" ] || ! kill -0 "$decode_server" 2>/dev/null && break
+    sleep 0.1
+  done
+  if [ -s "$engine_out/server.port" ]; then
+    "$bundle/bin/leapcache-decode-bench" --backend=cuda --local-device=1 \
+      --target="127.0.0.1:$(cat "$engine_out/server.port")" --out="$engine_out" |
+      tee "$engine_out/decode_bench.txt" || status=1
+  else
+    echo "leapcache-server for the engine-process decode bench did not start:" >&2
+    cat "$engine_out/server.log" >&2
+    status=1
+  fi
+  kill -TERM "$decode_server" 2>/dev/null || true
+  wait "$decode_server" || true
 fi
 # Transfers per transport with the server in its own process (CUDA IPC needs that), the engine's
 # buffers on GPU 0 and, with two GPUs, on GPU 1.

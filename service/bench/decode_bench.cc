@@ -1,12 +1,27 @@
 // leapcache-decode-bench: attached-decode step latency (an engine streaming one linear layer's
-// token per call over loopback gRPC to an in-process server) against the same backend called
-// in process (no RPC), at B = 1, 8, 64, 256 requests, H heads of 128 x 128, GDN and KDA, 8-bit
-// window format, bf16 inputs and outputs (what engines exchange). Both paths run the same inputs
-// from the zero state; their last outputs are compared bit for bit (exit status 3 if they differ).
-// Numbers printed (and written as JSON and Markdown), not asserted.
+// token per call over gRPC to the service) against the same backend called in process (no RPC),
+// at B = 1, 8, 64, 256 requests, H heads of 128 x 128, GDN and KDA, 8-bit window format, bf16
+// inputs and outputs (what engines exchange). Both paths run the same inputs from the zero
+// state; their last outputs are compared bit for bit (exit status 3 if they differ). Numbers
+// printed (and written as JSON and Markdown), not asserted.
 //
 //   leapcache-decode-bench [--backend=cuda|cpu] [--steps=N] [--heads=H] [--batches=1,8,64,256]
-//                          [--transport-only] [--server-device=D] [--local-device=D] [--out=DIR]
+//                          [--transport-only] [--server-device=D | --target=HOST:PORT]
+//                          [--local-device=D] [--out=DIR]
+//
+// By default the service runs inside this process (loopback gRPC, decode pools on
+// --server-device). With --target the attached path talks to a separate leapcache-server
+// process instead (the engine and the service in different processes, e.g. on different GPUs);
+// the in-process reference still runs here on --local-device. That server decides its own decode
+// device and backend, so it must be started with the backend given here as --backend, or the
+// two paths run different arithmetic and their outputs may legitimately differ; the bench
+// checks the backend each session reports and exits 1 if it is not --backend. It must also
+// accept one step's message (about 10 MiB for KDA at B = 256, H = 32) and hold one session's
+// live states in its decode budget (the bench opens one session at a time), e.g.:
+//
+//   leapcache-server --listen=127.0.0.1:0 --port-file=PORT --metrics-listen= --decode-device=0
+//                    --decode-backend=cuda --decode-memory-budget=16GiB --max-message-bytes=64MiB &
+//   leapcache-decode-bench --backend=cuda --local-device=1 --target=127.0.0.1:$(cat PORT)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -47,7 +62,10 @@ struct Flags {
   // CUDA devices of the server's decode pools and of the in-process backend: on a two-GPU
   // machine 0 and 1 put the service and the engine's reference on different GPUs.
   int server_device = 0;
+  bool server_device_given = false;
   int local_device = 0;
+  // host:port of an external leapcache-server; empty: start one in this process.
+  std::string target;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -62,12 +80,15 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (name == "--heads" && absl::SimpleAtoi(value, &f->heads) && f->heads > 0) {
     } else if (name == "--server-device" && absl::SimpleAtoi(value, &f->server_device) &&
                f->server_device >= 0) {
+      f->server_device_given = true;
     } else if (name == "--local-device" && absl::SimpleAtoi(value, &f->local_device) &&
                f->local_device >= 0) {
     } else if (name == "--transport-only" && value.empty()) {
       f->transport_only = true;
     } else if (name == "--out" && !value.empty()) {
       f->out = value;
+    } else if (name == "--target" && !value.empty()) {
+      f->target = value;
     } else if (name == "--batches") {
       f->batches.clear();
       for (absl::string_view b : absl::StrSplit(value, ',')) {
@@ -79,6 +100,13 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       std::fprintf(stderr, "unknown or bad flag %s\n", a.c_str());
       return false;
     }
+  }
+  if (!f->target.empty() && f->server_device_given) {
+    // The external server's decode_device decides; accepting the flag would mislabel the run.
+    std::fprintf(stderr,
+                 "--server-device places the in-process server's decode pools; with --target "
+                 "start the server with --decode-device instead\n");
+    return false;
   }
   return true;
 }
@@ -149,24 +177,48 @@ absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> InProcess(const std::stri
   return std::unique_ptr<decode::DecodeBackend>(*std::move(b));
 }
 
+// Why an external server (--target) refused a session or a step, when it ran out of something
+// the in-process server is given (see the header for a full command line).
+std::string TargetHint(const Flags& flags, const absl::Status& status) {
+  if (flags.target.empty() || !absl::IsResourceExhausted(status)) return "";
+  return " (the server at --target needs --max-message-bytes=64MiB and a --decode-memory-budget "
+         "holding one session's states, e.g. 16GiB)";
+}
+
 int Run(const Flags& flags) {
-  server::ServerConfig config;
-  config.listen = "127.0.0.1:0";
-  config.metrics_listen = "";
-  config.memory_budget = 256 * server::kMiB;
-  config.max_message_bytes = 64 * server::kMiB;
-  config.decode_backend = flags.backend;
-  config.decode_device = flags.server_device;
-  config.decode_memory_budget = 16 * server::kGiB;
-  absl::StatusOr<std::unique_ptr<server::Server>> srv = server::Server::Start(config);
-  if (!srv.ok()) {
-    std::fprintf(stderr, "server: %s\n", std::string(srv.status().message()).c_str());
+  std::unique_ptr<server::Server> srv;  // null with --target
+  client::ClientOptions options;
+  // One KDA step at B = 256, H = 32 is about 10 MiB (bf16 q, k, v and fp32 g); the client's
+  // 8 MiB default would refuse it.
+  options.max_message_bytes = 64 << 20;
+  if (flags.target.empty()) {
+    server::ServerConfig config;
+    config.listen = "127.0.0.1:0";
+    config.metrics_listen = "";
+    config.memory_budget = 256 * server::kMiB;
+    config.max_message_bytes = 64 * server::kMiB;
+    config.decode_backend = flags.backend;
+    config.decode_device = flags.server_device;
+    config.decode_memory_budget = 16 * server::kGiB;
+    absl::StatusOr<std::unique_ptr<server::Server>> started = server::Server::Start(config);
+    if (!started.ok()) {
+      std::fprintf(stderr, "server: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    srv = *std::move(started);
+    options.target = srv->grpc_address();
+  } else {
+    options.target = flags.target;
+  }
+  absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Create(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "connect to %s: %s\n", options.target.c_str(),
+                 std::string(client.status().message()).c_str());
     return 1;
   }
-  client::ClientOptions options;
-  options.target = (*srv)->grpc_address();
-  options.max_message_bytes = 64 << 20;
-  auto client = std::move(client::Client::Create(options)).value();
+  const std::string server_where = flags.target.empty()
+                                       ? absl::StrCat("server device ", flags.server_device)
+                                       : absl::StrCat("server ", flags.target);
 
   std::string md = absl::StrCat(
       "| kind | B | in-process us/step | attached us/step (p50 / p99) | attached / in-process |\n",
@@ -174,8 +226,8 @@ int Run(const Flags& flags) {
   std::string json = "[\n";
   std::printf(
       "attached decode, backend %s, H=%d, d=%d, 8-bit window, bf16 in/out, %d steps, "
-      "server device %d, in-process device %d%s\n",
-      flags.backend.c_str(), flags.heads, kDim, flags.steps, flags.server_device,
+      "%s, in-process device %d%s\n",
+      flags.backend.c_str(), flags.heads, kDim, flags.steps, server_where.c_str(),
       flags.local_device, flags.transport_only ? ", transport only" : "");
   std::printf("%-4s %5s %14s %14s %14s %14s %8s\n", "kind", "B", "inproc_mean", "att_mean",
               "att_p50", "att_p99", "ratio");
@@ -188,7 +240,11 @@ int Run(const Flags& flags) {
     spec.model = {1, flags.heads, kDim, kDim,
                   kind == StateKind::kGdn ? client::StateKind::kGdn : client::StateKind::kKda};
     spec.format = client::StorageFormat::Leap(8);
-    auto ns = std::move(client->RegisterNamespace(spec)).value();
+    absl::StatusOr<client::NamespaceInfo> ns = (*client)->RegisterNamespace(spec);
+    if (!ns.ok()) {
+      std::fprintf(stderr, "register namespace: %s\n", std::string(ns.status().message()).c_str());
+      return 1;
+    }
     for (int batch : flags.batches) {
       Inputs in = MakeInputs(kind, batch, flags.heads, rng);
       if (flags.transport_only) std::fill(in.slot.begin(), in.slot.end(), -1);
@@ -200,6 +256,23 @@ int Run(const Flags& flags) {
       shape.l2norm_qk = true;
       shape.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
       std::vector<uint8_t> o(static_cast<size_t>(batch) * flags.heads * kDim * 2);  // bf16
+      // Opened before the in-process run so a server that cannot serve it fails the bench at once.
+      auto session = client::DecodeSession::Open(options, {ns->id, {}, batch, true, 0.0f});
+      if (!session.ok()) {
+        std::fprintf(stderr, "open: %s%s\n", std::string(session.status().message()).c_str(),
+                     TargetHint(flags, session.status()).c_str());
+        return 1;
+      }
+      // Bit-identical outputs are only expected from the same backend; an external server picks
+      // its own (decode_backend), so a different one is a setup error, not a mismatch.
+      if ((*session)->info().backend != flags.backend) {
+        std::fprintf(stderr,
+                     "the server decodes on its %s backend, the in-process reference on %s: "
+                     "start the server with --decode-backend=%s\n",
+                     (*session)->info().backend.c_str(), flags.backend.c_str(),
+                     flags.backend.c_str());
+        return 1;
+      }
       Timing local;
       {
         absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> b =
@@ -218,11 +291,6 @@ int Run(const Flags& flags) {
       // Both paths run the same inputs the same number of times from the zero state, so their
       // last outputs must be identical bit for bit.
       const std::vector<uint8_t> local_o = o;
-      auto session = client::DecodeSession::Open(options, {ns.id, {}, batch, true, 0.0f});
-      if (!session.ok()) {
-        std::fprintf(stderr, "open: %s\n", std::string(session.status().message()).c_str());
-        return 1;
-      }
       const client::DecodeStep step{
           0,    in.slot, client::DType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
           in.g, in.beta, client::DType::kBf16};
@@ -233,7 +301,8 @@ int Run(const Flags& flags) {
         if (!st.ok()) failed = st;
       });
       if (!failed.ok()) {
-        std::fprintf(stderr, "step: %s\n", std::string(failed.message()).c_str());
+        std::fprintf(stderr, "step: %s%s\n", std::string(failed.message()).c_str(),
+                     TargetHint(flags, failed).c_str());
         return 1;
       }
       const bool identical = o == local_o;
@@ -262,7 +331,7 @@ int Run(const Flags& flags) {
     std::ofstream(flags.out + "/decode_bench.json") << json;
     std::ofstream(flags.out + "/decode_bench.md") << md;
   }
-  (*srv)->Shutdown(absl::Seconds(1));
+  if (srv != nullptr) srv->Shutdown(absl::Seconds(1));
   return mismatches ? 3 : 0;
 }
 

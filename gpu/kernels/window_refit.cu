@@ -1,9 +1,10 @@
 // Boundary refit, encode and decode of window-format pool regions (FORMAT.md sections 4-5;
 // CPU reference: reference::Encode, reference::Dequantize, WindowState's reconstruct).
 //
-// One CTA of 256 threads per (request, head) holds the dense fp32 state in shared memory as
-// S[a][j] with a row pitch of 129 floats, so both a row walk (thread per key row a) and a
-// column walk (thread per value column j) are free of bank conflicts. Only compressed data
+// One CTA of 256 threads per (request, head). The refit and the decode hold the dense fp32 state
+// in the fold's mma accumulators (warp w: rows 16 w .. 16 w + 15); the encode holds it in shared
+// memory as S[a][j] with a row pitch of 129 floats, so both a row walk (thread per key row a) and
+// a column walk (thread per value column j) are free of bank conflicts. Only compressed data
 // crosses HBM: a refit reads the payload and p records and writes the new payload.
 //   Reconstruct: S = diag(exp(G)) B + sum_j w_j diag(exp(G - G_j)) k_j u_j^T, the records and
 //                compensators folded on tensor cores as one [dk x (n + r)] x [(n + r) x dv]
@@ -12,7 +13,10 @@
 //                accumulators.
 //   Encode:      Y = S Omega, Qk = orth(Y), Z = S^T Qk, Qv = orth(Z), K = S Qv (one warp runs
 //                each modified Gram-Schmidt, twice), balanced fp16 pairs, residual, row
-//                smoothing, column scales, round-to-nearest-even codes.
+//                smoothing, column scales, round-to-nearest-even codes. The refit runs the
+//                same steps on the accumulators (FitAndEncodeFragments), the three products on
+//                tensor cores; the encode kernel runs them on the shared-memory state
+//                (EncodeInto).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,7 +46,9 @@ constexpr float kDependentRatio = 1.0f / 65536.0f;      // as reference/compensa
 
 // Shared memory of one CTA.
 struct Shared {
-  float S[kD * kPitch];      // the dense state S[a][j]; the fold's operands live here first
+  // Encode: the dense state S[a][j]. Refit and decode: the fold's operands; then (refit) the
+  // fit's partial sums and the residual's value pairs, with Omega's fragments in the tail.
+  float S[kD * kPitch];
   float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
   float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
   float col_scale[kD];       // s_v / q while reconstructing, s_v while encoding
@@ -229,6 +235,8 @@ struct FoldOperands {
   int ktiles;  // k-tiles of 16
 };
 
+constexpr int kMaxFoldTiles = (kMaxWindow + kMaxRank + 15) / 16;
+
 __device__ __forceinline__ FoldOperands FoldArea(Shared& sh, int k_total) {
   const int ktiles = (k_total + 15) / 16;
   const int pitch = 8 * ktiles + 4;
@@ -242,6 +250,17 @@ __device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Where a thread's elements of S sit in the fold's accumulators (mma m16n8k16 C fragments):
+// warp w holds rows 16 w .. 16 w + 15 and all 128 columns; s[nt][0..1] are S[a0][j], S[a0][j + 1]
+// and s[nt][2..3] are S[a1][j], S[a1][j + 1], with j = Col(nt).
+struct FragmentRows {
+  int warp, lane, gid, tig, a0, a1;
+  __device__ FragmentRows()
+      : warp(static_cast<int>(threadIdx.x) / 32), lane(static_cast<int>(threadIdx.x) % 32),
+        gid(lane / 4), tig(lane % 4), a0(16 * warp + gid), a1(a0 + 8) {}
+  __device__ int Col(int nt) const { return 8 * nt + 2 * tig; }
+};
+
 // S[a][j] from the region's payload and open window (n records, log-gate G):
 //   S = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~_h[a] U~_h[j]) + sum_rec ka[rec][a] u[rec][j]
 // with ka = w * exp(G[a] - G_rec[a]) * k_rec[a]. The compensator and record sums are one
@@ -253,12 +272,15 @@ __device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
 // sums); the epilogue multiplies by 2^-e_a, exactly. A per-row scale keeps the rows of KDA
 // channels that decayed far below the others at full relative precision. The fp32 CUDA-core
 // version spent about half of the refit's arithmetic on these sums.
-// Elements leave in pairs through emit(a, j, S[a][j], S[a][j + 1]) straight from the
-// accumulators: the refit keeps S in shared memory, the decode writes it to global memory without
-// a shared-memory round trip.
+// S leaves in the accumulators' layout (FragmentRows), 8 columns at a time as soon as they are
+// final, through emit(nt, S[a0][j], S[a0][j + 1], S[a1][j], S[a1][j + 1]) with j = Col(nt): the
+// refit keeps them in registers and fits and quantizes S there, the decode writes them to global
+// memory without a shared-memory round trip. The fold's operand area (sh.S) and the record
+// staging are free on return; the codes staging, row_base, fold_unscale and col_scale are free
+// once every warp has returned.
 template <typename Emit>
-__device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView& rv, bool kda,
-                            Emit emit) {
+__device__ __forceinline__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView& rv,
+                                            bool kda, Emit emit) {
   const int t = threadIdx.x;
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
   const int r = rv.r;
@@ -305,9 +327,20 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
       }
       return k < n + r ? decay * __half2float(comp[(k - n) * 2 * kD + a]) : 0.0f;
     };
+    // Each entry once, kept in registers between the row maximum and the split (the thread's
+    // pairs are m = par + 2 i; entries past n + r are the zero padding).
+    constexpr int kPairsPerThread = 4 * kMaxFoldTiles;
+    float x[kPairsPerThread][2];
     float mx = 0.0f;
-    for (int m = par; 2 * m < n + r; m += 2) {
-      mx = fmaxf(mx, fmaxf(fabsf(entry(2 * m)), fabsf(entry(2 * m + 1))));
+#pragma unroll
+    for (int i = 0; i < kPairsPerThread; ++i) {
+      const int m = par + 2 * i;
+      x[i][0] = x[i][1] = 0.0f;
+      if (2 * m < n + r) {
+        x[i][0] = entry(2 * m);
+        x[i][1] = entry(2 * m + 1);
+        mx = fmaxf(mx, fmaxf(fabsf(x[i][0]), fabsf(x[i][1])));
+      }
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     const int e = SplitExponent(mx);
@@ -316,12 +349,16 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
       sh.fold_unscale[a] = PowerOfTwo(-e);
       sh.row_base[a] = row_scale * decay;
     }
-    for (int m = par; m < pairs; m += 2) {
-      const float x0 = entry(2 * m) * scale, x1 = entry(2 * m + 1) * scale;
-      const __half2 hi = __floats2half2_rn(x0, x1);
-      const float2 hf = __half22float2(hi);
-      f.a_hi[a * f.pitch + m] = Half2Bits(hi);
-      f.a_lo[a * f.pitch + m] = Half2Bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+#pragma unroll
+    for (int i = 0; i < kPairsPerThread; ++i) {
+      const int m = par + 2 * i;
+      if (m < pairs) {
+        const float x0 = x[i][0] * scale, x1 = x[i][1] * scale;
+        const __half2 hi = __floats2half2_rn(x0, x1);
+        const float2 hf = __half22float2(hi);
+        f.a_hi[a * f.pitch + m] = Half2Bits(hi);
+        f.a_lo[a * f.pitch + m] = Half2Bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+      }
     }
   }
   {
@@ -352,9 +389,12 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
       MmaF16(acc[nt], hi, b0, b1);
     }
   }
-  __syncthreads();  // every warp's operands are read before S overwrites them
+  // Not needed for the data (the epilogue reads nothing the mma loop writes), but it keeps the
+  // compiler from hoisting the epilogue's shared loads into the mma loop: without it the decode
+  // needed 128 registers instead of 120 and ran 270-275 us instead of 256-262 us (B = 256).
+  __syncthreads();
   // Epilogue: S = code * (s_k exp(G)) * s_v / q + F 2^-e_a, in the accumulators' layout
-  // (rows gid and gid + 8 of the warp's 16, columns j = 8 nt + 2 tig and j + 1, emitted as a pair).
+  // (rows gid and gid + 8 of the warp's 16, columns j = 8 nt + 2 tig and j + 1).
   const int a0 = 16 * warp + gid, a1 = a0 + 8;
   const float base0 = sh.row_base[a0], base1 = sh.row_base[a1];
   const float un0 = sh.fold_unscale[a0], un1 = sh.fold_unscale[a1];
@@ -364,21 +404,11 @@ __device__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView&
     const float2 cf = *reinterpret_cast<const float2*>(sh.col_scale + j);
     const int8_t* code0 = sh.codes + j * kCodePitch;
     const int8_t* code1 = code0 + kCodePitch;
-    emit(a0, j, fmaf(acc[nt][0], un0, CodeToFloat(code0[a0]) * base0 * cf.x),
-         fmaf(acc[nt][1], un0, CodeToFloat(code1[a0]) * base0 * cf.y));
-    emit(a1, j, fmaf(acc[nt][2], un1, CodeToFloat(code0[a1]) * base1 * cf.x),
+    emit(nt, fmaf(acc[nt][0], un0, CodeToFloat(code0[a0]) * base0 * cf.x),
+         fmaf(acc[nt][1], un0, CodeToFloat(code1[a0]) * base0 * cf.y),
+         fmaf(acc[nt][2], un1, CodeToFloat(code0[a1]) * base1 * cf.x),
          fmaf(acc[nt][3], un1, CodeToFloat(code1[a1]) * base1 * cf.y));
   }
-}
-
-// Reconstruct into sh.S (complete for every thread on return).
-__device__ __forceinline__ void ReconstructShared(Shared& sh, const uint8_t* region,
-                                                  const RegionView& rv, bool kda) {
-  Reconstruct(sh, region, rv, kda, [&](int a, int j, float s0, float s1) {
-    sh.S[a * kPitch + j] = s0;
-    sh.S[a * kPitch + j + 1] = s1;
-  });
-  __syncthreads();
 }
 
 // out[h][row] = sum over the other index of S times in[.][h] (h < r), two threads per row.
@@ -434,6 +464,10 @@ __device__ void MatVecAnyRank(Shared& sh, const float* in, float (*out)[kD], int
   }
 }
 
+// Row pitch (32-bit words) of the compensator value pairs: 8 mod 32, so the fragment loads of a
+// warp (rows tig, columns 8 nt + gid) fall on 32 different banks.
+constexpr int kValuePairPitch = kD + 8;
+
 // x / s for a positive scale s, without a branch: (x * pre) * (1 / (s * pre)) with a power of
 // two `pre` that makes 1 / (s * pre) a normal float (2^64 for subnormal scales, where 1 / s
 // overflows; 2^-64 above 2^100, never reached by states within the format's 2^64 bound). The
@@ -451,6 +485,49 @@ struct Divider {
 // FP32 pipe; one integer subtract recovers the value), instead of the quarter-rate F2I.
 __device__ __forceinline__ int RoundToNearestEven(float x) {
   return __float_as_int(x + 12582912.0f) - 0x4B400000;
+}
+
+// Balances each fitted pair (K_h in sh.kf, Qv_h in sh.vf) by 2^floor(log2(||K_h||) / 2), rounds
+// it to fp16 (zero if not finite), stores it in the region and leaves the stored values in
+// sh.kf / sh.vf. One warp per pair. With value_pairs, also writes U~_h[j] as the fp16 half h % 2
+// of word (h / 2) * kValuePairPitch + j there (the residual's mma B fragments).
+__device__ void StoreBalancedCompensators(Shared& sh, uint8_t* region, const RegionView& rv,
+                                          __half* value_pairs = nullptr) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r = rv.r;
+  __half* comp = reinterpret_cast<__half*>(region + rv.comp);
+  for (int h = warp; h < r; h += kThreads / 32) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ss = fmaf(sh.kf[h][lane + 32 * i], sh.kf[h][lane + 32 * i], ss);
+    const float norm = sqrtf(GroupSum<32>(ss));
+    float e = 1.0f;
+    if (norm > 0.0f) {
+      int ex = 0;
+      frexpf(norm, &ex);
+      e = ldexpf(1.0f, (ex - 1) >> 1);
+    }
+    float kq[4], vq[4];
+    bool finite = norm > 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      kq[i] = RoundToHalf(sh.kf[h][lane + 32 * i] / e);
+      vq[i] = RoundToHalf(sh.vf[h][lane + 32 * i] * e);
+      finite = finite && isfinite(kq[i]) && isfinite(vq[i]);
+    }
+    finite = __all_sync(0xffffffffu, finite);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float kv = finite ? kq[i] : 0.0f, vv = finite ? vq[i] : 0.0f;
+      sh.kf[h][lane + 32 * i] = kv;
+      sh.vf[h][lane + 32 * i] = vv;
+      comp[h * 2 * kD + lane + 32 * i] = __float2half_rn(kv);
+      comp[h * 2 * kD + kD + lane + 32 * i] = __float2half_rn(vv);
+      if (value_pairs != nullptr) {
+        value_pairs[2 * ((h / 2) * kValuePairPitch + lane + 32 * i) + h % 2] = __float2half_rn(vv);
+      }
+    }
+  }
 }
 
 // Encodes S (destroyed) into the region's payload and resets the window (n = 0, G = 0).
@@ -474,37 +551,7 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
     __syncthreads();
     MatVecAnyRank<true, false>(sh, &sh.vf[0][0], sh.kf, r);  // K = S Qv
     __syncthreads();
-    // Balance each pair by 2^floor(log2(||K_h||) / 2), round to fp16, zero it if not finite.
-    __half* comp = reinterpret_cast<__half*>(region + rv.comp);
-    for (int h = warp; h < r; h += kThreads / 32) {
-      float ss = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) ss = fmaf(sh.kf[h][lane + 32 * i], sh.kf[h][lane + 32 * i], ss);
-      const float norm = sqrtf(GroupSum<32>(ss));
-      float e = 1.0f;
-      if (norm > 0.0f) {
-        int ex = 0;
-        frexpf(norm, &ex);
-        e = ldexpf(1.0f, (ex - 1) >> 1);
-      }
-      float kq[4], vq[4];
-      bool finite = norm > 0.0f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        kq[i] = RoundToHalf(sh.kf[h][lane + 32 * i] / e);
-        vq[i] = RoundToHalf(sh.vf[h][lane + 32 * i] * e);
-        finite = finite && isfinite(kq[i]) && isfinite(vq[i]);
-      }
-      finite = __all_sync(0xffffffffu, finite);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float kv = finite ? kq[i] : 0.0f, vv = finite ? vq[i] : 0.0f;
-        sh.kf[h][lane + 32 * i] = kv;
-        sh.vf[h][lane + 32 * i] = vv;
-        comp[h * 2 * kD + lane + 32 * i] = __float2half_rn(kv);
-        comp[h * 2 * kD + kD + lane + 32 * i] = __float2half_rn(vv);
-      }
-    }
+    StoreBalancedCompensators(sh, region, rv);
     __syncthreads();
   }
   // Residual against the fp16 factors, E = S - sum_h K~_h U~_h^T, in this thread's tile: the
@@ -577,6 +624,311 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
   if (t == 0) *reinterpret_cast<int32_t*>(region + rv.window) = 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The refit's fit and quantization, run on the state as the fold leaves it in the accumulators
+// (FragmentRows): no shared-memory copy of S. The fit's three products run on tensor cores with
+// fp32 operands split into fp16 hi + lo (hi hi + lo hi + hi lo; the dropped lo lo term and the
+// split's 22 bits put the error near 2^-22 of the largest term, a few fp32 roundings):
+//   Y = S Omega, K = S Qv: an m16n8k16 accumulator pair is an A fragment of the next product,
+//     so each warp multiplies its own 16 rows, each row scaled by its own power of two;
+//   Z = S^T Qk: the accumulators transposed by movmatrix are A fragments of S^T; each warp's
+//     partial sum over its rows (one scale for the warp) meets the others in shared memory.
+
+// 8 x 8 transpose of b16 elements across the warp, in the fragment layout (row lane / 4,
+// columns 2 (lane % 4) and 2 (lane % 4) + 1 in each thread's word).
+__device__ __forceinline__ uint32_t Transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// (x0, x1) as fp16 pairs hi and lo with x = hi + lo to 22 significant bits (|x| < 2^15).
+__device__ __forceinline__ void SplitPair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __half2 h = __floats2half2_rn(x0, x1);
+  const float2 hf = __half22float2(h);
+  hi = Half2Bits(h);
+  lo = Half2Bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+}
+
+// B operands (unit-bounded fp32 factors) are scaled by 2^14 before the split.
+constexpr float kFactorScale = 16384.0f;
+constexpr float kFactorUnscale = 1.0f / 16384.0f;
+
+// B fragments (hi b0, hi b1, lo b0, lo b1) of Omega [j][h] for k-tile kk = 0..7, one uint4 per
+// lane, built once per CTA: they depend on nothing but r. They sit in the tail of the state's
+// area, which the refit uses only for the fold's operands and the fit's partial sums.
+constexpr int kFoldAreaBytes = 3 * kD * (8 * kMaxFoldTiles + 4) * 4;
+constexpr int kPartialBytes = kThreads / 32 * kMaxRank * kD * 4;
+static_assert(kPartialBytes <= kFoldAreaBytes, "the fit's partial sums fit in the fold's area");
+static_assert(kFoldAreaBytes + 8 * 32 * 16 <= sizeof(Shared::S), "Omega's fragments fit after it");
+__device__ __forceinline__ uint4* OmegaFragments(Shared& sh) {
+  return reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sh.S) + kFoldAreaBytes);
+}
+__device__ __forceinline__ float (*ZPartial(Shared& sh))[kMaxRank][kD] {
+  return reinterpret_cast<float (*)[kMaxRank][kD]>(sh.S);
+}
+
+__device__ void BuildOmegaFragments(Shared& sh, int r) {
+  const int t = threadIdx.x, kk = t / 32, lane = t % 32, h = lane / 4, tig = lane % 4;
+  const int j = 16 * kk + 2 * tig;
+  auto omega = [&](int jj) { return h < r ? kFactorScale * reference::CompensatorStart(jj, h) : 0.0f; };
+  uint4 f;
+  SplitPair(omega(j), omega(j + 1), f.x, f.z);
+  SplitPair(omega(j + 8), omega(j + 9), f.y, f.w);
+  OmegaFragments(sh)[t] = f;
+}
+
+// c = sum over j of S[a][j] X[j][h] for the warp's rows a (C fragment: rows a0 / a1, columns
+// h = 2 tig, 2 tig + 1), X's B fragments from b_frag(kk) = (hi b0, hi b1, lo b0, lo b1), S rows
+// scaled by scale0 / scale1. Two accumulators keep each dependent mma chain shorter.
+template <typename BFragments>
+__device__ __forceinline__ void RowProduct(const float s[kD / 8][4], float scale0, float scale1,
+                                           BFragments b_frag, float c[4]) {
+  float main_part[4] = {}, small_part[4] = {};
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t hi[4], lo[4];
+    SplitPair(s[2 * kk][0] * scale0, s[2 * kk][1] * scale0, hi[0], lo[0]);
+    SplitPair(s[2 * kk][2] * scale1, s[2 * kk][3] * scale1, hi[1], lo[1]);
+    SplitPair(s[2 * kk + 1][0] * scale0, s[2 * kk + 1][1] * scale0, hi[2], lo[2]);
+    SplitPair(s[2 * kk + 1][2] * scale1, s[2 * kk + 1][3] * scale1, hi[3], lo[3]);
+    const uint4 b = b_frag(kk);
+    MmaF16(small_part, lo, b.x, b.y);
+    MmaF16(small_part, hi, b.z, b.w);
+    MmaF16(main_part, hi, b.x, b.y);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c[i] = main_part[i] + small_part[i];
+}
+
+// out[h][a] = c (the RowProduct result) undone from the row scales 2^e0, 2^e1 and the factor
+// scale, for h < r.
+__device__ __forceinline__ void StoreRowProduct(const FragmentRows& fr, const float c[4], int e0, int e1,
+                                                int r, float (*out)[kD]) {
+  const float un0 = PowerOfTwo(-e0) * kFactorUnscale, un1 = PowerOfTwo(-e1) * kFactorUnscale;
+  const int h = 2 * fr.tig;
+  if (h < r) {
+    out[h][fr.a0] = c[0] * un0;
+    out[h][fr.a1] = c[2] * un1;
+  }
+  if (h + 1 < r) {
+    out[h + 1][fr.a0] = c[1] * un0;
+    out[h + 1][fr.a1] = c[3] * un1;
+  }
+}
+
+// B fragments of an fp32 factor X[h][i] (h < r, |X| <= 1) over i = 16 kk .. 16 kk + 15, lane's
+// n = gid: X read from shared memory, scaled by 2^14 and split.
+__device__ __forceinline__ uint4 FactorFragments(const float (*X)[kD], int r, const FragmentRows& fr, int i0) {
+  uint4 f = {0u, 0u, 0u, 0u};
+  if (fr.gid < r) {
+    const float2 x0 = *reinterpret_cast<const float2*>(&X[fr.gid][i0 + 2 * fr.tig]);
+    const float2 x1 = *reinterpret_cast<const float2*>(&X[fr.gid][i0 + 2 * fr.tig + 8]);
+    SplitPair(x0.x * kFactorScale, x0.y * kFactorScale, f.x, f.z);
+    SplitPair(x1.x * kFactorScale, x1.y * kFactorScale, f.y, f.w);
+  }
+  return f;
+}
+
+// This warp's part of Z[h][j] = sum_a S[a][j] Qk[h][a] (its 16 rows a) into ZPartial[warp].
+// row_max: the maximum |S| of the thread's two rows.
+__device__ __forceinline__ void ColumnProductPartial(Shared& sh, const float s[kD / 8][4], int r,
+                                                     const FragmentRows& fr, float row_max) {
+  const int e = SplitExponent(GroupMax<32>(row_max));
+  const float scale = PowerOfTwo(e);
+  const uint4 b = FactorFragments(sh.kf, r, fr, 16 * fr.warp);
+  const float un = PowerOfTwo(-e) * kFactorUnscale;
+  float (*zp)[kD] = ZPartial(sh)[fr.warp];
+#pragma unroll
+  for (int mt = 0; mt < kD / 16; ++mt) {
+    // A fragment of S^T for columns j in [16 mt, 16 mt + 16) (its rows) and the warp's 16 rows a
+    // (its k): the four 8 x 8 blocks of the accumulators, transposed.
+    uint32_t hi[4], lo[4], h0, l0;
+    SplitPair(s[2 * mt][0] * scale, s[2 * mt][1] * scale, h0, l0);
+    hi[0] = Transpose8x8(h0), lo[0] = Transpose8x8(l0);
+    SplitPair(s[2 * mt + 1][0] * scale, s[2 * mt + 1][1] * scale, h0, l0);
+    hi[1] = Transpose8x8(h0), lo[1] = Transpose8x8(l0);
+    SplitPair(s[2 * mt][2] * scale, s[2 * mt][3] * scale, h0, l0);
+    hi[2] = Transpose8x8(h0), lo[2] = Transpose8x8(l0);
+    SplitPair(s[2 * mt + 1][2] * scale, s[2 * mt + 1][3] * scale, h0, l0);
+    hi[3] = Transpose8x8(h0), lo[3] = Transpose8x8(l0);
+    float c[4] = {}, small_part[4] = {};
+    MmaF16(small_part, lo, b.x, b.y);
+    MmaF16(small_part, hi, b.z, b.w);
+    MmaF16(c, hi, b.x, b.y);
+    // c: rows j = 16 mt + gid (c0, c1) and j + 8 (c2, c3), columns h = 2 tig, 2 tig + 1.
+    const int j = 16 * mt + fr.gid, h = 2 * fr.tig;
+    if (h < r) {
+      zp[h][j] = (c[0] + small_part[0]) * un;
+      zp[h][j + 8] = (c[2] + small_part[2]) * un;
+    }
+    if (h + 1 < r) {
+      zp[h + 1][j] = (c[1] + small_part[1]) * un;
+      zp[h + 1][j + 8] = (c[3] + small_part[3]) * un;
+    }
+  }
+}
+
+// The value pairs sit in the fold's area after the fit's partial sums (free by then).
+__device__ __forceinline__ __half* ValuePairs(Shared& sh) {
+  return reinterpret_cast<__half*>(reinterpret_cast<unsigned char*>(sh.S) + kPartialBytes);
+}
+static_assert(kPartialBytes + kMaxRank / 2 * kValuePairPitch * 4 <= kFoldAreaBytes,
+              "the value pairs fit in the fold's area");
+
+// E = S - sum_h K~_h U~_h^T in place. The factors are fp16 values, so one m16n8k16 mma per
+// 8 columns (k = h, zero past r) forms the compensator sum from exact products in fp32; it can
+// differ from the reference's fmaf chain in the last bit, as any other summation order.
+__device__ __forceinline__ void SubtractCompensators(Shared& sh, float s[kD / 8][4], int r,
+                                                     const FragmentRows& fr) {
+  const int h = 2 * fr.tig;
+  auto key = [&](int hh, int row) { return hh < r ? sh.kf[hh][row] : 0.0f; };
+  const uint32_t a[4] = {Half2Bits(__floats2half2_rn(key(h, fr.a0), key(h + 1, fr.a0))),
+                         Half2Bits(__floats2half2_rn(key(h, fr.a1), key(h + 1, fr.a1))), 0u, 0u};
+  // B rows h = 2 tig, 2 tig + 1; pairs at or past r hold stale values and are masked to zero.
+  const uint32_t mask = h >= r ? 0u : h + 1 >= r ? 0x0000ffffu : 0xffffffffu;
+  const uint32_t* pairs = reinterpret_cast<const uint32_t*>(ValuePairs(sh)) + fr.tig * kValuePairPitch;
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    float c[4] = {};
+    MmaF16(c, a, pairs[8 * nt + fr.gid] & mask, 0u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[nt][i] -= c[i];
+  }
+}
+
+// Maxima over the warp's 16 rows of the 32 column values v[2 nt + c] (column Col(nt) + c) of
+// each lane, reduce-scattered over the 8 lanes that share tig: 28 shuffles instead of 96. Lane
+// keeps v[m] for m < 4, the maximum for column 8 (2 gid + m / 2) + 2 tig + m % 2.
+__device__ __forceinline__ void ColumnMaxScatter(float v[32], int lane) {
+#pragma unroll
+  for (int width = 16; width >= 4; width /= 2) {
+    const bool upper = (lane & (width == 16 ? 16 : width == 8 ? 8 : 4)) != 0;
+    const int n = width == 16 ? 16 : width == 8 ? 8 : 4;
+#pragma unroll
+    for (int i = 0; i < n; ++i) {
+      const float send = upper ? v[i] : v[n + i];
+      const float keep = upper ? v[n + i] : v[i];
+      v[i] = fmaxf(keep, __shfl_xor_sync(0xffffffffu, send, width));
+    }
+  }
+}
+
+// Refits the region's state, reconstructed into s (destroyed), and resets the window.
+// REQUIRES: sh.col_max all zero and the Omega fragments built (RefitKernel does both).
+__device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* region,
+                                      const RegionView& rv) {
+  const int t = threadIdx.x;
+  const FragmentRows fr;
+  const int r = rv.r;
+  if (r > 0) {
+    // Per-row split exponents (a warp's lanes with one gid hold a whole row).
+    float m0 = 0.0f, m1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      m0 = fmaxf(m0, fmaxf(fabsf(s[nt][0]), fabsf(s[nt][1])));
+      m1 = fmaxf(m1, fmaxf(fabsf(s[nt][2]), fabsf(s[nt][3])));
+    }
+    m0 = GroupMax<4>(m0);
+    m1 = GroupMax<4>(m1);
+    const int e0 = SplitExponent(m0), e1 = SplitExponent(m1);
+    const float scale0 = PowerOfTwo(e0), scale1 = PowerOfTwo(e1);
+    const uint4* omega = OmegaFragments(sh);
+    float c[4];
+    RowProduct(s, scale0, scale1, [&](int kk) { return omega[32 * kk + fr.lane]; }, c);  // Y = S Omega
+    StoreRowProduct(fr, c, e0, e1, r, sh.kf);
+    __syncthreads();
+    if (fr.warp == 0) Orthonormalize(sh.kf, r, fr.lane);
+    __syncthreads();
+    ColumnProductPartial(sh, s, r, fr, fmaxf(m0, m1));  // Z = S^T Qk, this warp's rows
+    __syncthreads();
+    for (int i = t; i < r * kD; i += kThreads) {
+      float z = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kThreads / 32; ++w) z += ZPartial(sh)[w][i / kD][i % kD];
+      sh.vf[i / kD][i % kD] = z;
+    }
+    __syncthreads();
+    if (fr.warp == 0) Orthonormalize(sh.vf, r, fr.lane);
+    __syncthreads();
+    RowProduct(s, scale0, scale1, [&](int kk) { return FactorFragments(sh.vf, r, fr, 16 * kk); }, c);  // K = S Qv
+    StoreRowProduct(fr, c, e0, e1, r, sh.kf);
+    __syncthreads();
+    StoreBalancedCompensators(sh, region, rv, ValuePairs(sh));
+    __syncthreads();
+    SubtractCompensators(sh, s, r, fr);
+  }
+  // Row smoothing scales: a row's 128 values are spread over the 4 lanes of one gid.
+  float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    sum0 += fabsf(s[nt][0]) + fabsf(s[nt][1]);
+    sum1 += fabsf(s[nt][2]) + fabsf(s[nt][3]);
+  }
+  sum0 = GroupSum<4>(sum0);
+  sum1 = GroupSum<4>(sum1);
+  const float sk0 = rv.smoothing ? fmaxf(sqrtf(sum0 / static_cast<float>(kD)), kScaleFloor) : 1.0f;
+  const float sk1 = rv.smoothing ? fmaxf(sqrtf(sum1 / static_cast<float>(kD)), kScaleFloor) : 1.0f;
+  if (rv.smoothing && fr.tig == 0) {
+    reinterpret_cast<float*>(region + rv.row_scale)[fr.a0] = sk0;
+    reinterpret_cast<float*>(region + rv.row_scale)[fr.a1] = sk1;
+  }
+  // t = E / s_k, then the column maxima (non-negative floats order like their bit patterns).
+  {
+    const Divider div0(sk0), div1(sk1);
+    float v[32];
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      s[nt][0] = div0(s[nt][0]);
+      s[nt][1] = div0(s[nt][1]);
+      s[nt][2] = div1(s[nt][2]);
+      s[nt][3] = div1(s[nt][3]);
+      v[2 * nt] = fmaxf(fabsf(s[nt][0]), fabsf(s[nt][2]));
+      v[2 * nt + 1] = fmaxf(fabsf(s[nt][1]), fabsf(s[nt][3]));
+    }
+    ColumnMaxScatter(v, fr.lane);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      atomicMax(&sh.col_max[8 * (2 * fr.gid + m / 2) + 2 * fr.tig + m % 2], __float_as_int(v[m]));
+    }
+  }
+  __syncthreads();
+  // Column scales, and their dividers once per column (the reconstruction's row_base and
+  // col_scale arrays are free by now).
+  float* col_pre = sh.row_base;
+  float* col_inv = sh.col_scale;
+  if (t < kD) {
+    const float m = fmaxf(__int_as_float(sh.col_max[t]), kScaleFloor);
+    reinterpret_cast<float*>(region + rv.col_scale)[t] = m;
+    const Divider div(m);
+    col_pre[t] = div.pre;
+    col_inv[t] = div.inv;
+    sh.col_max[t] = 0;  // cleared for the next head (the kernel clears it before the first)
+  }
+  __syncthreads();
+  // Codes, staged in shared memory as [j][a] and written out with 16-byte stores.
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    const int j = fr.Col(nt);
+    const float2 pre = *reinterpret_cast<const float2*>(col_pre + j);
+    const float2 inv = *reinterpret_cast<const float2*>(col_inv + j);
+    auto code = [](float x, float p, float i) {
+      return static_cast<int8_t>(RoundToNearestEven(fminf(fmaxf(127.0f * ((x * p) * i), -127.0f), 127.0f)));
+    };
+    sh.codes[j * kCodePitch + fr.a0] = code(s[nt][0], pre.x, inv.x);
+    sh.codes[(j + 1) * kCodePitch + fr.a0] = code(s[nt][1], pre.y, inv.y);
+    sh.codes[j * kCodePitch + fr.a1] = code(s[nt][2], pre.x, inv.x);
+    sh.codes[(j + 1) * kCodePitch + fr.a1] = code(s[nt][3], pre.y, inv.y);
+  }
+  __syncthreads();
+  for (int c = t; c < kD * kD / 16; c += kThreads) {
+    reinterpret_cast<uint4*>(region + rv.codes)[c] =
+        *reinterpret_cast<const uint4*>(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16);
+  }
+  if (t < rv.gate) reinterpret_cast<float*>(region + rv.window + 16)[t] = 0.0f;
+  if (t == 0) *reinterpret_cast<int32_t*>(region + rv.window) = 0;
+}
+
 struct RegionArgs {
   RegionView rv;
   int batch;
@@ -606,6 +958,8 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
   __shared__ int s_count;
   const int total = a.batch * a.rv.num_heads;
   const int stride = static_cast<int>(gridDim.x);
+  if (a.rv.r > 0) BuildOmegaFragments(sh, a.rv.r);  // barrier: the loop's first
+  if (threadIdx.x < kD) sh.col_max[threadIdx.x] = 0;
   auto region_of = [&](int item) -> uint8_t* {
     const int slot = a.slot[item / a.rv.num_heads];
     if (slot < 0 || slot >= a.rv.num_slots) return nullptr;
@@ -625,8 +979,11 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
     const int count = s_count;
     for (int i = 0; i < count; ++i) {
       uint8_t* region = region_of(s_due[i]);
-      ReconstructShared(sh, region, a.rv, a.kda);
-      EncodeInto(sh, region, a.rv);
+      float s[kD / 8][4];
+      Reconstruct(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+        s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
+      });
+      FitAndEncodeFragments(sh, s, region, a.rv);
       __syncthreads();  // the next item's staging overwrites what this one read last
     }
   }
@@ -672,12 +1029,17 @@ __global__ void __launch_bounds__(kThreads, 2) DecodeKernel(RegionArgs a) {
   // Straight from the fold's accumulators: per store instruction a warp writes 8 rows x 32
   // bytes ([K,V]) or 4 columns x 8 consecutive keys ([V,K]), whole 32-byte sectors either way.
   const bool kv = a.kv_layout != 0;
-  Reconstruct(sh, region, a.rv, a.kda, [&](int row, int j, float s0, float s1) {
+  const FragmentRows fr;
+  Reconstruct(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+    const int j = fr.Col(nt);
     if (kv) {
-      StorePairFromFloat(out, row * kD + j, s0, s1);
+      StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
+      StorePairFromFloat(out, fr.a1 * kD + j, s10, s11);
     } else {
-      StoreFromFloat(out, j * kD + row, s0);
-      StoreFromFloat(out, (j + 1) * kD + row, s1);
+      StoreFromFloat(out, j * kD + fr.a0, s00);
+      StoreFromFloat(out, (j + 1) * kD + fr.a0, s01);
+      StoreFromFloat(out, j * kD + fr.a1, s10);
+      StoreFromFloat(out, (j + 1) * kD + fr.a1, s11);
     }
   });
 }

@@ -629,4 +629,62 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   return FromGrpcStatus(m.RunTransfer([&] { return m.stub->TransferPut(&c, q, &r); }));
 }
 
+absl::Status AttachedEngine::RunStepTransfer(
+    BufferId buffer, uint64_t in_offset, uint64_t in_bytes, uint64_t out_offset,
+    uint64_t out_bytes,
+    const std::function<absl::Status(uint64_t session, uint64_t remote_buffer)>& call) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  if (absl::Status st = m.CheckAttached(); !st.ok()) return st;
+  absl::StatusOr<LocalBuffer*> found = m.Find(buffer);
+  if (!found.ok()) return found.status();
+  const LocalBuffer& b = **found;
+  if (m.transport == Transport::kInline) {
+    return absl::FailedPreconditionError(
+        "the engine's data plane is inline: step with DecodeSession::Step");
+  }
+  if (absl::Status st = CheckRange(b, in_offset, in_bytes, "the step's inputs"); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckRange(b, out_offset, out_bytes, "the step's o"); !st.ok()) return st;
+#ifdef LEAPCACHE_TRANSPORT_NCCL
+  if (m.nccl != nullptr) {
+    // Both posted before the call, in the order the service takes them.
+    const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
+    if (absl::Status st = m.nccl->PostSend(b.ptr + in_offset, in_bytes, deadline); !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = m.nccl->PostRecv(b.ptr + out_offset, out_bytes, deadline); !st.ok()) {
+      return st;
+    }
+    const absl::Status stepped = call(m.session_id, b.remote_id);
+    // The service writes o whenever it read the inputs; if it failed before, nothing matches
+    // and the wait aborts the link (as for a put).
+    const absl::Status moved =
+        m.nccl->Wait(stepped.ok() ? deadline : std::min(deadline, absl::Now() + absl::Seconds(2)));
+    if (!stepped.ok()) return stepped;
+    return moved;
+  }
+#endif
+  if (b.staged()) {
+#ifdef LEAPCACHE_TRANSPORT_CUDA
+    if (absl::Status st = transport::CopyDeviceToHost(b.transfer_base() + in_offset,
+                                                      b.ptr + in_offset, in_bytes);
+        !st.ok()) {
+      return st;
+    }
+#endif
+  }
+  absl::Status stepped;
+  m.RunTransfer([&] {
+    stepped = call(m.session_id, b.remote_id);
+    return grpc::Status::OK;
+  });
+  if (!stepped.ok()) return stepped;
+  if (b.staged()) {
+    return CopyIntoBuffer(b, out_offset, b.transfer_base() + out_offset, out_bytes);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace leapcache::client

@@ -19,6 +19,16 @@ size_t ElementBytes(DType d) { return d == DType::kBf16 ? 2 : 4; }
 
 }  // namespace
 
+uint64_t PackedStepInputBytes(const DecodeSessionInfo& info, size_t batch, DType dtype) {
+  const uint64_t bh = batch * static_cast<uint64_t>(info.heads.size());
+  return bh * (2 * info.dk + info.dv) * ElementBytes(dtype) +
+         bh * (info.gate_size() + 1) * sizeof(float);
+}
+
+uint64_t StepOutputBytes(const DecodeSessionInfo& info, size_t batch, DType out_dtype) {
+  return batch * static_cast<uint64_t>(info.heads.size()) * info.dv * ElementBytes(out_dtype);
+}
+
 struct DecodeSession::Impl {
   ClientOptions options;
   DecodeSessionInfo info;
@@ -33,6 +43,15 @@ struct DecodeSession::Impl {
 
   void Unary(grpc::ClientContext* context) const {
     context->set_deadline(DeadlineAfter(options.rpc_timeout));
+  }
+  // Sends `request` on the step stream (opened on first use) and reads its answer.
+  absl::Status Exchange() {
+    if (stream == nullptr) {
+      stream_context = std::make_unique<grpc::ClientContext>();
+      stream = stub->Step(stream_context.get());
+    }
+    if (!stream->Write(request) || !stream->Read(&response)) return FinishStream();
+    return absl::OkStatus();
   }
   // Ends the stream and returns its status (the server's reason when it ended it).
   absl::Status FinishStream() {
@@ -99,11 +118,8 @@ absl::Status DecodeSession::Step(const DecodeStep& step, std::span<uint8_t> o) {
     return absl::InvalidArgumentError(
         absl::StrCat("o holds ", o.size(), " bytes, the step writes ", want_o));
   }
-  if (m.stream == nullptr) {
-    m.stream_context = std::make_unique<grpc::ClientContext>();
-    m.stream = m.stub->Step(m.stream_context.get());
-  }
   v1::StepRequest& r = m.request;
+  r.clear_buffers();
   r.set_session_id(m.info.id);
   r.set_layer(static_cast<uint32_t>(step.layer));
   r.mutable_slot()->Assign(step.slot.begin(), step.slot.end());
@@ -114,7 +130,7 @@ absl::Status DecodeSession::Step(const DecodeStep& step, std::span<uint8_t> o) {
   r.set_v(step.v.data(), step.v.size());
   r.set_g(step.g.data(), step.g.size_bytes());
   r.set_beta(step.beta.data(), step.beta.size_bytes());
-  if (!m.stream->Write(r) || !m.stream->Read(&m.response)) return m.FinishStream();
+  if (absl::Status st = m.Exchange(); !st.ok()) return st;
   if (m.response.o().size() != o.size()) {
     (void)m.FinishStream();
     return absl::DataLossError(absl::StrCat("the server returned ", m.response.o().size(),
@@ -122,6 +138,30 @@ absl::Status DecodeSession::Step(const DecodeStep& step, std::span<uint8_t> o) {
   }
   std::memcpy(o.data(), m.response.o().data(), o.size());
   return absl::OkStatus();
+}
+
+absl::Status DecodeSession::StepInBuffer(AttachedEngine& engine, const DecodeBufferStep& step) {
+  Impl& m = *impl_;
+  if (m.closed) return absl::FailedPreconditionError("the decode session is closed");
+  const uint64_t in_bytes = PackedStepInputBytes(m.info, step.slot.size(), step.dtype);
+  const uint64_t out_bytes = StepOutputBytes(m.info, step.slot.size(), step.out_dtype);
+  return engine.RunStepTransfer(
+      step.buffer, step.input_offset, in_bytes, step.output_offset, out_bytes,
+      [&](uint64_t session, uint64_t remote_buffer) -> absl::Status {
+        v1::StepRequest& r = m.request;
+        r.Clear();
+        r.set_session_id(m.info.id);
+        r.set_layer(static_cast<uint32_t>(step.layer));
+        r.mutable_slot()->Assign(step.slot.begin(), step.slot.end());
+        r.set_dtype(ToProto(step.dtype));
+        r.set_out_dtype(ToProto(step.out_dtype));
+        v1::StepBuffers* b = r.mutable_buffers();
+        b->set_data_plane_session_id(session);
+        b->set_buffer_id(remote_buffer);
+        b->set_input_offset(step.input_offset);
+        b->set_output_offset(step.output_offset);
+        return m.Exchange();
+      });
 }
 
 absl::Status DecodeSession::Reset(int slot) {

@@ -7,8 +7,13 @@
 //
 //   leapcache-decode-bench [--backend=cuda|cpu] [--steps=N] [--heads=H] [--batches=1,8,64,256]
 //                          [--transport-only] [--server-device=D | --target=HOST:PORT]
-//                          [--local-device=D] [--out=DIR]
+//                          [--local-device=D] [--data-plane=ucx|cuda_ipc|nccl] [--out=DIR]
 //
+// With --data-plane the attached steps keep their vectors out of the messages: the engine
+// attaches a DataPlane session over that transport, registers one buffer holding the packed
+// inputs and o (host memory for ucx, device memory of --local-device for cuda_ipc and nccl), and
+// each step names it (DecodeSession::StepInBuffer). cuda_ipc and nccl need the service in another
+// process (--target); nccl needs it on another GPU.
 // By default the service runs inside this process (loopback gRPC, decode pools on
 // --server-device). With --target the attached path talks to a separate leapcache-server
 // process instead (the engine and the service in different processes, e.g. on different GPUs);
@@ -26,6 +31,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -37,10 +43,13 @@
 #include "absl/strings/str_split.h"
 #include "gpu/half.h"
 #include "leapcache/client.h"
+#include "leapcache/data_plane.h"
 #include "leapcache/decode_session.h"
 #include "service/decode/cpu_decode_backend.h"
 #include "service/server/server.h"
 #ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#include <cuda_runtime_api.h>
+
 #include "service/decode/cuda_decode_backend.h"
 #endif
 
@@ -66,6 +75,10 @@ struct Flags {
   int local_device = 0;
   // host:port of an external leapcache-server; empty: start one in this process.
   std::string target;
+  // The attached path's vectors in a registered data-plane buffer moved by this transport
+  // (ucx: host memory over tcp; cuda_ipc, nccl: device memory of --local-device) instead of in
+  // the step messages; empty: in the messages.
+  std::string data_plane;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -89,6 +102,9 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->out = value;
     } else if (name == "--target" && !value.empty()) {
       f->target = value;
+    } else if (name == "--data-plane" &&
+               (value == "ucx" || value == "cuda_ipc" || value == "nccl")) {
+      f->data_plane = value;
     } else if (name == "--batches") {
       f->batches.clear();
       for (absl::string_view b : absl::StrSplit(value, ',')) {
@@ -137,6 +153,46 @@ Inputs MakeInputs(StateKind kind, int batch, int heads, std::mt19937& rng) {
 std::span<const uint8_t> Bytes(const std::vector<uint16_t>& w) {
   return {reinterpret_cast<const uint8_t*>(w.data()), w.size() * 2};
 }
+
+// The engine's registered step buffer for --data-plane: packed inputs, then o. Host memory for
+// ucx, device memory of the engine's GPU for cuda_ipc and nccl (where an engine's vectors are).
+class StepBuffer {
+ public:
+  StepBuffer(bool device, size_t bytes) : device_(device), host_(device ? 0 : bytes) {
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+    if (device && cudaMalloc(&device_ptr_, bytes) != cudaSuccess) device_ptr_ = nullptr;
+#endif
+  }
+  ~StepBuffer() {
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+    if (device_ptr_ != nullptr) cudaFree(device_ptr_);
+#endif
+  }
+  void* data() { return device_ ? device_ptr_ : host_.data(); }
+  void Write(size_t offset, const void* src, size_t n) {
+    if (!device_) {
+      std::memcpy(host_.data() + offset, src, n);
+      return;
+    }
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+    cudaMemcpy(static_cast<uint8_t*>(device_ptr_) + offset, src, n, cudaMemcpyHostToDevice);
+#endif
+  }
+  void Read(size_t offset, void* dst, size_t n) const {
+    if (!device_) {
+      std::memcpy(dst, host_.data() + offset, n);
+      return;
+    }
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+    cudaMemcpy(dst, static_cast<const uint8_t*>(device_ptr_) + offset, n, cudaMemcpyDeviceToHost);
+#endif
+  }
+
+ private:
+  bool device_;
+  std::vector<uint8_t> host_;
+  void* device_ptr_ = nullptr;
+};
 
 struct Timing {
   double mean_us = 0, p50_us = 0, p99_us = 0;
@@ -216,6 +272,30 @@ int Run(const Flags& flags) {
                  std::string(client.status().message()).c_str());
     return 1;
   }
+  std::unique_ptr<client::AttachedEngine> engine;
+  if (!flags.data_plane.empty()) {
+    client::EngineIdentity identity;
+    identity.name = "decode-bench";
+    client::AttachOptions attach;
+    if (flags.data_plane == "ucx") {
+      attach.transports = {client::Transport::kUcx};
+      attach.ucx_transports = "tcp";
+    } else {
+#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+      cudaSetDevice(flags.local_device);
+#endif
+      identity.gpu_index = flags.local_device;
+      attach.transports = {flags.data_plane == "nccl" ? client::Transport::kNccl
+                                                      : client::Transport::kCudaIpc};
+    }
+    auto attached = client::AttachedEngine::Attach(options, identity, attach);
+    if (!attached.ok()) {
+      std::fprintf(stderr, "attach over %s: %s\n", flags.data_plane.c_str(),
+                   std::string(attached.status().message()).c_str());
+      return 1;
+    }
+    engine = *std::move(attached);
+  }
   const std::string server_where = flags.target.empty()
                                        ? absl::StrCat("server device ", flags.server_device)
                                        : absl::StrCat("server ", flags.target);
@@ -226,9 +306,12 @@ int Run(const Flags& flags) {
   std::string json = "[\n";
   std::printf(
       "attached decode, backend %s, H=%d, d=%d, 8-bit window, bf16 in/out, %d steps, "
-      "%s, in-process device %d%s\n",
+      "%s, in-process device %d%s, vectors %s\n",
       flags.backend.c_str(), flags.heads, kDim, flags.steps, server_where.c_str(),
-      flags.local_device, flags.transport_only ? ", transport only" : "");
+      flags.local_device, flags.transport_only ? ", transport only" : "",
+      flags.data_plane.empty() ? "in the step messages"
+                               : absl::StrCat("over the data plane (", flags.data_plane, ")")
+                                     .c_str());
   std::printf("%-4s %5s %14s %14s %14s %14s %8s\n", "kind", "B", "inproc_mean", "att_mean",
               "att_p50", "att_p99", "ratio");
   bool mismatches = false;
@@ -296,10 +379,50 @@ int Run(const Flags& flags) {
           in.g, in.beta, client::DType::kBf16};
       std::span<uint8_t> out(o);
       absl::Status failed;
-      const Timing remote = Time(flags.steps, [&] {
-        absl::Status st = (*session)->Step(step, out);
-        if (!st.ok()) failed = st;
-      });
+      Timing remote;
+      if (engine == nullptr) {
+        remote = Time(flags.steps, [&] {
+          absl::Status st = (*session)->Step(step, out);
+          if (!st.ok()) failed = st;
+        });
+      } else {
+        // The engine's vectors already sit in its registered buffer (packed once: every step
+        // takes the same inputs); the service reads them and writes o there.
+        const client::DecodeSessionInfo& info = (*session)->info();
+        const uint64_t in_bytes = client::PackedStepInputBytes(info, batch, client::DType::kBf16);
+        StepBuffer buffer(flags.data_plane != "ucx", in_bytes + o.size());
+        size_t at = 0;
+        for (const std::span<const uint8_t> part :
+             {Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
+              std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(in.g.data()),
+                                       in.g.size() * 4),
+              std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(in.beta.data()),
+                                       in.beta.size() * 4)}) {
+          buffer.Write(at, part.data(), part.size());
+          at += part.size();
+        }
+        absl::StatusOr<client::BufferId> id = engine->RegisterBuffer(
+            buffer.data(), in_bytes + o.size(),
+            flags.data_plane == "ucx" ? client::MemoryKind::kHost : client::MemoryKind::kCuda);
+        if (!id.ok()) {
+          std::fprintf(stderr, "register: %s\n", std::string(id.status().message()).c_str());
+          return 1;
+        }
+        client::DecodeBufferStep buffer_step;
+        buffer_step.layer = 0;
+        buffer_step.slot = in.slot;
+        buffer_step.dtype = client::DType::kBf16;
+        buffer_step.out_dtype = client::DType::kBf16;
+        buffer_step.buffer = *id;
+        buffer_step.input_offset = 0;
+        buffer_step.output_offset = in_bytes;
+        remote = Time(flags.steps, [&] {
+          absl::Status st = (*session)->StepInBuffer(*engine, buffer_step);
+          if (!st.ok()) failed = st;
+        });
+        buffer.Read(in_bytes, o.data(), o.size());
+        (void)engine->ReleaseBuffer(*id);
+      }
       if (!failed.ok()) {
         std::fprintf(stderr, "step: %s%s\n", std::string(failed.message()).c_str(),
                      TargetHint(flags, failed).c_str());

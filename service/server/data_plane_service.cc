@@ -405,4 +405,33 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::Status DataPlaneService::RunStep(const grpc::ServerContext& context, uint64_t session_id,
+                                      uint64_t buffer_id, uint64_t in_offset,
+                                      std::span<uint8_t> in, uint64_t out_offset,
+                                      std::span<uint8_t> out,
+                                      absl::FunctionRef<absl::Status()> compute) {
+  LC_ASSIGN_OR_RETURN(EngineSessionTable::Use use, SessionFor(context, session_id));
+  EngineSession& s = *use;
+  absl::MutexLock lock(&s.mu);
+  LC_RETURN_IF_ERROR(CheckTransferable(s));
+  LC_ASSIGN_OR_RETURN(transport::RemoteRegion* const region, FindBuffer(s, buffer_id));
+  LC_RETURN_IF_ERROR(CheckRange(region->descriptor(), in_offset, in.size(), "the step's inputs"));
+  LC_RETURN_IF_ERROR(CheckRange(region->descriptor(), out_offset, out.size(), "the step's o"));
+  const absl::Time deadline = TransferDeadline(context);
+  auto moved = [&](const absl::Status& st) {
+    if (!st.ok() && ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use.id(), s);
+    return st;
+  };
+  const transport::TransferOp read{transport::Direction::kRead, in, in_offset};
+  LC_RETURN_IF_ERROR(moved(s.connection->Settle(deadline)));
+  LC_RETURN_IF_ERROR(moved(s.connection->Execute(*region, {&read, 1}, deadline)));
+  const absl::Status computed = compute();
+  if (!computed.ok() && !s.connection->two_sided()) return computed;
+  // The engine waits for o before its next step: settle now rather than at the next call.
+  const transport::TransferOp write{transport::Direction::kWrite, out, out_offset};
+  LC_RETURN_IF_ERROR(moved(s.connection->Execute(*region, {&write, 1}, deadline)));
+  LC_RETURN_IF_ERROR(moved(s.connection->Settle(deadline)));
+  return computed;
+}
+
 }  // namespace leapcache::server

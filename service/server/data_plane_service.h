@@ -11,6 +11,10 @@
 // tenant's, and transfers touch only that tenant's namespaces (PERMISSION_DENIED otherwise).
 #pragma once
 
+#include <span>
+
+#include "absl/functional/function_ref.h"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,6 +72,17 @@ class DataPlaneService final : public v1::DataPlane::Service {
                            v1::TransferGetResponse* response) override;
   grpc::Status TransferPut(grpc::ServerContext* context, const v1::TransferPutRequest* request,
                            v1::TransferPutResponse* response) override;
+
+  // A decode step whose vectors travel over an attached engine's data plane (decode.proto,
+  // StepRequest.buffers), for the Decode service: under the session's lock, reads `in` from the
+  // engine's buffer at `in_offset`, runs `compute`, and writes `out` at `out_offset`. Over a
+  // two-sided transport `out` is written whenever `in` was read, even if `compute` failed (the
+  // engine posted its receive). Errors: the session's and buffer's as for TransferGet, then
+  // `compute`'s.
+  absl::Status RunStep(const grpc::ServerContext& context, uint64_t session_id,
+                       uint64_t buffer_id, uint64_t in_offset, std::span<uint8_t> in,
+                       uint64_t out_offset, std::span<uint8_t> out,
+                       absl::FunctionRef<absl::Status()> compute);
 
   size_t sessions() const { return sessions_.size(); }
   const DataPlaneTransports& transports() const { return *transports_; }

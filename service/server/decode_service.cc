@@ -153,6 +153,57 @@ grpc::Status DecodeService::CommitSlot(grpc::ServerContext* context,
   return ToGrpcStatus((*s)->Commit(ToInt(request->slot()), *hash, *position));
 }
 
+absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context,
+                                             const v1::StepRequest& request,
+                                             decode::DecodeSession& session,
+                                             decode::WireDType in_dtype,
+                                             decode::WireDType out_dtype,
+                                             std::span<const int32_t> slot,
+                                             StepScratch* scratch) {
+  if (data_plane_ == nullptr) {
+    return absl::FailedPreconditionError("this server has no data plane for decode steps");
+  }
+  if (!request.q().empty() || !request.k().empty() || !request.v().empty() ||
+      !request.g().empty() || !request.beta().empty()) {
+    return absl::InvalidArgumentError(
+        "q, k, v, g and beta must be empty when buffers is present (they travel over the data "
+        "plane)");
+  }
+  const decode::DecodeShape& shape = session.info().shape;
+  // Each slot appears at most once in a batch: bounding B bounds the staging memory.
+  if (slot.empty() || slot.size() > static_cast<size_t>(shape.slots)) {
+    return absl::InvalidArgumentError(absl::StrCat("slot holds ", slot.size(),
+                                                   " entries; a batch has 1..", shape.slots));
+  }
+  const size_t bh = slot.size() * static_cast<size_t>(shape.heads);
+  const size_t qk_bytes = bh * shape.spec.dk * decode::WireBytes(in_dtype);
+  const size_t v_bytes = bh * shape.spec.dv * decode::WireBytes(in_dtype);
+  const size_t g_count = bh * static_cast<size_t>(shape.gate_size());
+  scratch->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
+  scratch->out.resize(bh * shape.spec.dv * decode::WireBytes(out_dtype));
+  const v1::StepBuffers& b = request.buffers();
+  return data_plane_->RunStep(
+      context, b.data_plane_session_id(), b.buffer_id(), b.input_offset(), scratch->in,
+      b.output_offset(), scratch->out, [&]() -> absl::Status {
+        const uint8_t* p = scratch->in.data();
+        // g and beta are copied out: the packed buffer gives them no float alignment.
+        scratch->g.resize(g_count);
+        scratch->beta.resize(bh);
+        std::memcpy(scratch->g.data(), p + 2 * qk_bytes + v_bytes, g_count * sizeof(float));
+        std::memcpy(scratch->beta.data(), p + 2 * qk_bytes + v_bytes + g_count * sizeof(float),
+                    bh * sizeof(float));
+        const decode::LayerStep in{ToInt(request.layer()),
+                                   slot,
+                                   in_dtype,
+                                   {p, qk_bytes},
+                                   {p + qk_bytes, qk_bytes},
+                                   {p + 2 * qk_bytes, v_bytes},
+                                   scratch->g,
+                                   scratch->beta};
+        return session.Step(in, {out_dtype, scratch->out});
+      });
+}
+
 grpc::Status DecodeService::Step(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) {
@@ -160,6 +211,7 @@ grpc::Status DecodeService::Step(
   v1::StepResponse response;
   std::vector<int32_t> slot;
   std::vector<float> g, beta;
+  StepScratch buffers;
   std::shared_ptr<decode::DecodeSession> session;
   while (stream->Read(&request)) {
     if (session == nullptr || session->info().id != request.session_id()) {
@@ -175,10 +227,20 @@ grpc::Status DecodeService::Step(
             ? decode::WireDType::kFp32
             : WireDTypeFromProto(request.out_dtype(), "out_dtype");
     if (!out_dtype.ok()) return ToGrpcStatus(out_dtype.status());
-    if (absl::Status st = Floats(request.g(), "g", &g); !st.ok()) return ToGrpcStatus(st);
-    if (absl::Status st = Floats(request.beta(), "beta", &beta); !st.ok()) return ToGrpcStatus(st);
     slot.assign(request.slot().begin(), request.slot().end());
     const decode::DecodeShape& shape = session->info().shape;
+    if (request.has_buffers()) {
+      if (absl::Status st = StepOverDataPlane(*context, request, *session, *in_dtype, *out_dtype,
+                                              slot, &buffers);
+          !st.ok()) {
+        return ToGrpcStatus(st);
+      }
+      response.clear_o();
+      if (!stream->Write(response)) break;
+      continue;
+    }
+    if (absl::Status st = Floats(request.g(), "g", &g); !st.ok()) return ToGrpcStatus(st);
+    if (absl::Status st = Floats(request.beta(), "beta", &beta); !st.ok()) return ToGrpcStatus(st);
     std::string* o = response.mutable_o();
     o->resize(slot.size() * static_cast<size_t>(shape.heads) * shape.spec.dv *
               decode::WireBytes(*out_dtype));

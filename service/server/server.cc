@@ -106,21 +106,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, ServerCredentialsFor(tls), &port);
-  s->decode_sessions_ =
-      std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
-  s->decode_tokens_ = tokens;
-  s->decode_service_ = std::make_unique<DecodeService>(
-      s->decode_sessions_.get(), s->store_.get(),
-      s->decode_tokens_.has_value() ? &*s->decode_tokens_ : nullptr);
-  s->decode_metrics_ =
-      std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
-  builder.RegisterService(s->decode_service_.get());
   DataPlaneOptions data_plane;
   data_plane.tokens = tokens;
   data_plane.cuda_device = static_cast<int>(config.gpu_device);
   s->data_plane_ =
       std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(), std::move(data_plane));
   builder.RegisterService(s->data_plane_.get());
+  s->decode_sessions_ =
+      std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
+  s->decode_tokens_ = tokens;
+  s->decode_service_ = std::make_unique<DecodeService>(
+      s->decode_sessions_.get(), s->store_.get(),
+      s->decode_tokens_.has_value() ? &*s->decode_tokens_ : nullptr, s->data_plane_.get());
+  s->decode_metrics_ =
+      std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
+  builder.RegisterService(s->decode_service_.get());
   if (s->auth_service_ != nullptr) {
     builder.RegisterService(s->auth_service_.get());
   } else {

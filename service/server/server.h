@@ -77,13 +77,14 @@ class Server {
   std::unique_ptr<StateCacheService> service_;
   // In front of service_ when tokens_file is set (auth_service.h); null otherwise.
   std::unique_ptr<AuthenticatedStateCacheService> auth_service_;
+  // Checkpoint transfers into engines' own buffers (data_plane.proto); also carries the vectors
+  // of data-plane decode steps, so it outlives the decode service.
+  std::unique_ptr<DataPlaneService> data_plane_;
   // Attached decode (decode.proto): live-state sessions and their gRPC service.
   std::unique_ptr<decode::DecodeSessionTable> decode_sessions_;
   std::optional<TokenTable> decode_tokens_;  // when tokens_file is set
   std::unique_ptr<DecodeService> decode_service_;
   std::unique_ptr<DecodeMetrics> decode_metrics_;
-  // Checkpoint transfers into engines' own buffers (data_plane.proto).
-  std::unique_ptr<DataPlaneService> data_plane_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::string grpc_address_;

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -126,6 +127,17 @@ class AttachedEngine {
   absl::Status Detach();
 
  private:
+  friend class DecodeSession;
+  // For DecodeSession::StepInBuffer: runs `call` (one step on the decode stream, given this
+  // session's id and the service's id of `buffer`) as a transfer of this engine, in which the
+  // service reads `in_bytes` at `in_offset` of the buffer and writes `out_bytes` at
+  // `out_offset`: the transport is progressed (UCX), staged (device buffers behind pinned host
+  // memory) or posted (NCCL: the inputs' send and o's receive) around it.
+  absl::Status RunStepTransfer(
+      BufferId buffer, uint64_t in_offset, uint64_t in_bytes, uint64_t out_offset,
+      uint64_t out_bytes,
+      const std::function<absl::Status(uint64_t session, uint64_t remote_buffer)>& call);
+
   struct Impl;
   explicit AttachedEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

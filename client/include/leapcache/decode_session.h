@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "leapcache/client.h"
+#include "leapcache/data_plane.h"
 
 namespace leapcache::client {
 
@@ -55,6 +56,21 @@ struct DecodeStep {
   DType out_dtype = DType::kFp32;
 };
 
+// A step whose vectors are in a registered data-plane buffer (DecodeSession::StepInBuffer).
+struct DecodeBufferStep {
+  int layer = 0;
+  std::span<const int32_t> slot;  // [B]; -1: padding (zero output)
+  DType dtype = DType::kFp32;     // of q, k, v
+  DType out_dtype = DType::kFp32;
+  BufferId buffer = 0;
+  uint64_t input_offset = 0;   // packed q | k | v | g | beta
+  uint64_t output_offset = 0;  // o
+};
+
+// Bytes of the packed inputs and of o for B requests of a session (DecodeBufferStep).
+uint64_t PackedStepInputBytes(const DecodeSessionInfo& info, size_t batch, DType dtype);
+uint64_t StepOutputBytes(const DecodeSessionInfo& info, size_t batch, DType out_dtype);
+
 class DecodeSession {
  public:
   static absl::StatusOr<std::unique_ptr<DecodeSession>> Open(const ClientOptions& client,
@@ -67,6 +83,13 @@ class DecodeSession {
 
   // Writes the layer's output, [B][H][dv] in step.out_dtype, into `o` (exactly that size).
   absl::Status Step(const DecodeStep& step, std::span<uint8_t> o);
+  // The same step with its vectors in a buffer `engine` registered (host or device memory, as
+  // its transport takes): the packed inputs at step.input_offset (q, k, v in step.dtype, then g
+  // and beta in fp32, each whole, decode.proto's order) are read by the service over the
+  // engine's transport, and o is written at step.output_offset before this returns. The engine
+  // must be attached to the same server, over ucx, cuda_ipc or nccl (FAILED_PRECONDITION on
+  // inline). At large batches this skips the gRPC path's copies of every vector.
+  absl::Status StepInBuffer(AttachedEngine& engine, const DecodeBufferStep& step);
   absl::Status Reset(int slot);
   // The checkpoint's position on success.
   absl::StatusOr<Position> Load(int slot, const BlockHash& hash);

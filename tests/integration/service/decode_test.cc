@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "gpu/half.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/window.h"
+#include "leapcache/data_plane.h"
 #include "leapcache/decode_session.h"
 #include "tests/integration/service/service_fixture.h"
 
@@ -113,9 +115,20 @@ client::BlockHash Hash(uint8_t i) {
   return h;
 }
 
+// How a trajectory's steps reach the service: in the step messages (default) or through a
+// data-plane buffer.
+using Stepper = std::function<absl::Status(client::DecodeSession&, const Token&, int layer,
+                                           const std::vector<int32_t>& slots,
+                                           std::span<uint8_t> o)>;
+
+absl::Status StepInMessages(client::DecodeSession& session, const Token& token, int layer,
+                            const std::vector<int32_t>& slots, std::span<uint8_t> o) {
+  return session.Step(token.Step(layer, slots), o);
+}
+
 void RunTrajectory(DecodeTest* test, StateKind kind, Codec codec,
                    std::unique_ptr<client::DecodeSession> session, uint32_t ns,
-                   client::Client& client) {
+                   client::Client& client, const Stepper& step = StepInMessages) {
   ASSERT_NE(session, nullptr);
   const client::DecodeSessionInfo& info = session->info();
   EXPECT_EQ(info.backend, "cpu");
@@ -140,8 +153,8 @@ void RunTrajectory(DecodeTest* test, StateKind kind, Codec codec,
         Token token(kind, batch, rng);
         std::fill(o.begin(), o.end(), std::nanf(""));
         absl::Status st =
-            session->Step(token.Step(l, slots),
-                          std::span<uint8_t>(reinterpret_cast<uint8_t*>(o.data()), o.size() * 4));
+            step(*session, token, l, slots,
+                 std::span<uint8_t>(reinterpret_cast<uint8_t*>(o.data()), o.size() * 4));
         ASSERT_TRUE(st.ok()) << st;
         const int gate = kind == StateKind::kGdn ? 1 : kDim;
         for (int b = 0; b < batch; ++b) {
@@ -228,6 +241,132 @@ TEST_F(DecodeTest, KdaFp32TrajectoryMatchesTheReference) {
   const auto ns = RegisterFormat(StateKind::kKda, client::Codec::kFp32);
   RunTrajectory(this, StateKind::kKda, Codec::kFp32, Open(ns.id, 3), ns.id, *client_);
 }
+
+#ifdef LEAPCACHE_TEST_UCX
+client::EngineIdentity Engine(const std::string& name) {
+  client::EngineIdentity id;
+  id.name = name;
+  return id;
+}
+
+// The same trajectory with every step's vectors in the engine's registered host buffer, moved by
+// the service over UCX (loopback tcp) instead of in the step messages: bit-identical outputs.
+void RunOverDataPlane(DecodeTest* test, ServerProcess& server, client::Client& client,
+                     StateKind kind, Codec codec, uint32_t ns,
+                     std::unique_ptr<client::DecodeSession> session) {
+  client::ClientOptions options;
+  options.target = server.target();
+  client::AttachOptions attach;
+  attach.transports = {client::Transport::kUcx};
+  attach.ucx_transports = "tcp";
+  auto engine = client::AttachedEngine::Attach(options, Engine("decode-engine"), attach);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_EQ((*engine)->transport(), client::Transport::kUcx);
+  constexpr size_t kMaxBatch = 3;
+  ASSERT_NE(session, nullptr);
+  const uint64_t in_bytes =
+      client::PackedStepInputBytes(session->info(), kMaxBatch, client::DType::kBf16);
+  const uint64_t out_bytes =
+      client::StepOutputBytes(session->info(), kMaxBatch, client::DType::kFp32);
+  // Inputs at an odd offset: the packed layout promises no alignment.
+  std::vector<uint8_t> buffer(1 + in_bytes + out_bytes);
+  auto id = (*engine)->RegisterBuffer(buffer.data(), buffer.size(), client::MemoryKind::kHost);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const Stepper over_data_plane = [&](client::DecodeSession& s, const Token& token, int layer,
+                                      const std::vector<int32_t>& slots,
+                                      std::span<uint8_t> o) -> absl::Status {
+    uint8_t* p = buffer.data() + 1;
+    auto put = [&p](const void* src, size_t n) {
+      std::memcpy(p, src, n);
+      p += n;
+    };
+    put(token.q16.data(), token.q16.size() * 2);
+    put(token.k16.data(), token.k16.size() * 2);
+    put(token.v16.data(), token.v16.size() * 2);
+    put(token.g.data(), token.g.size() * 4);
+    put(token.beta.data(), token.beta.size() * 4);
+    const uint64_t out_offset = 1 + in_bytes;
+    std::memset(buffer.data() + out_offset, 0xFF, o.size());  // poisoned: must be written
+    client::DecodeBufferStep step;
+    step.layer = layer;
+    step.slot = slots;
+    step.dtype = client::DType::kBf16;
+    step.out_dtype = client::DType::kFp32;
+    step.buffer = *id;
+    step.input_offset = 1;
+    step.output_offset = out_offset;
+    if (absl::Status st = s.StepInBuffer(**engine, step); !st.ok()) return st;
+    std::memcpy(o.data(), buffer.data() + out_offset, o.size());
+    return absl::OkStatus();
+  };
+  RunTrajectory(test, kind, codec, std::move(session), ns, client, over_data_plane);
+}
+
+TEST_F(DecodeTest, GdnWindowTrajectoryOverTheDataPlaneMatchesTheReference) {
+  const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);
+  RunOverDataPlane(this, *server_, *client_, StateKind::kGdn, Codec::kLeap, ns.id,
+                   Open(ns.id, 3));
+}
+
+TEST_F(DecodeTest, KdaWindowTrajectoryOverTheDataPlaneMatchesTheReference) {
+  const auto ns = RegisterFormat(StateKind::kKda, client::Codec::kLeap);
+  RunOverDataPlane(this, *server_, *client_, StateKind::kKda, Codec::kLeap, ns.id,
+                   Open(ns.id, 3));
+}
+
+TEST_F(DecodeTest, DataPlaneStepsCheckTheirBuffersAndSessions) {
+  const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);
+  auto session = Open(ns.id, 2);
+  ASSERT_NE(session, nullptr);
+  client::ClientOptions options;
+  options.target = server_->target();
+  client::AttachOptions attach;
+  attach.transports = {client::Transport::kUcx};
+  attach.ucx_transports = "tcp";
+  auto engine = client::AttachedEngine::Attach(options, Engine("decode-engine"), attach);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<int32_t> slots = {0, 1};
+  const uint64_t in_bytes =
+      client::PackedStepInputBytes(session->info(), slots.size(), client::DType::kFp32);
+  std::vector<uint8_t> small(in_bytes);  // no room for o after the inputs
+  auto id = (*engine)->RegisterBuffer(small.data(), small.size(), client::MemoryKind::kHost);
+  ASSERT_TRUE(id.ok()) << id.status();
+  client::DecodeBufferStep step;
+  step.slot = slots;
+  step.buffer = *id;
+  step.output_offset = in_bytes;
+  EXPECT_EQ(session->StepInBuffer(**engine, step).code(), absl::StatusCode::kOutOfRange);
+  step.buffer = *id + 100;
+  EXPECT_EQ(session->StepInBuffer(**engine, step).code(), absl::StatusCode::kNotFound);
+  // The inline transport has no buffers for the service to reach.
+  attach.transports = {client::Transport::kInline};
+  auto inline_engine = client::AttachedEngine::Attach(options, Engine("inline"), attach);
+  ASSERT_TRUE(inline_engine.ok()) << inline_engine.status();
+  auto inline_id =
+      (*inline_engine)->RegisterBuffer(small.data(), small.size(), client::MemoryKind::kHost);
+  ASSERT_TRUE(inline_id.ok());
+  step.buffer = *inline_id;
+  step.output_offset = 0;
+  EXPECT_EQ(session->StepInBuffer(**inline_engine, step).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Nothing advanced: a normal step from the zero state still works.
+  std::vector<uint8_t> host(in_bytes + client::StepOutputBytes(session->info(), slots.size(),
+                                                               client::DType::kFp32));
+  auto ok_id = (*engine)->RegisterBuffer(host.data(), host.size(), client::MemoryKind::kHost);
+  ASSERT_TRUE(ok_id.ok());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  float* f = reinterpret_cast<float*>(host.data());
+  const size_t bh = slots.size() * kHeadsInSession;
+  for (size_t i = 0; i < bh * 3 * kDim; ++i) f[i] = normal(rng);
+  for (size_t i = 0; i < bh; ++i) f[bh * 3 * kDim + i] = -0.1f;     // g
+  for (size_t i = 0; i < bh; ++i) f[bh * 3 * kDim + bh + i] = 0.5f;  // beta
+  step.buffer = *ok_id;
+  step.input_offset = 0;
+  step.output_offset = in_bytes;
+  EXPECT_TRUE(session->StepInBuffer(**engine, step).ok());
+}
+#endif  // LEAPCACHE_TEST_UCX
 
 TEST_F(DecodeTest, BadRequestsGetPreciseStatuses) {
   const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);

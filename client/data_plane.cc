@@ -651,10 +651,9 @@ absl::Status AttachedEngine::RunStepTransfer(
   if (m.nccl != nullptr) {
     // Both posted before the call, in the order the service takes them.
     const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
-    if (absl::Status st = m.nccl->PostSend(b.ptr + in_offset, in_bytes, deadline); !st.ok()) {
-      return st;
-    }
-    if (absl::Status st = m.nccl->PostRecv(b.ptr + out_offset, out_bytes, deadline); !st.ok()) {
+    if (absl::Status st = m.nccl->PostSendRecv(b.ptr + in_offset, in_bytes, b.ptr + out_offset,
+                                               out_bytes, deadline);
+        !st.ok()) {
       return st;
     }
     const absl::Status stepped = call(m.session_id, b.remote_id);

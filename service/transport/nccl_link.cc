@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,16 @@ std::string NcclMessage(ncclComm_t comm, ncclResult_t r) {
   const char* last = ncclGetLastError(comm);
   return absl::StrCat(ncclGetErrorString(r), last != nullptr && *last != '\0' ? ": " : "",
                       last != nullptr ? last : "");
+}
+
+// Aborts `comm` on a thread of its own. ncclCommAbort makes NCCL's kernels and connection
+// setup give up, but it may itself wait for them, and a service thread must never hang on an
+// engine that broke the protocol: at worst that thread stays blocked, not the caller.
+void AbortInBackground(ncclComm_t comm, int device) {
+  std::thread([comm, device] {
+    cudaSetDevice(device);
+    ncclCommAbort(comm);
+  }).detach();
 }
 
 }  // namespace
@@ -81,11 +93,27 @@ NcclLink::NcclLink(std::unique_ptr<State> state, int device, int peer_rank, pid_
 
 NcclLink::~NcclLink() {
   // Abort, never destroy: ncclCommDestroy can wait for operations the peer will never match.
-  if (state_->comm != nullptr) {
-    cudaSetDevice(device_);
-    ncclCommAbort(state_->comm);
-  }
+  // Nothing here may wait on the device (see Scratch).
+  cudaSetDevice(device_);
+  if (state_->comm != nullptr) AbortInBackground(state_->comm, device_);
+  if (scratch_ != nullptr) cudaFreeAsync(scratch_, state_->stream);
   cudaStreamDestroy(state_->stream);
+}
+
+absl::StatusOr<void*> NcclLink::Scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  cudaSetDevice(device_);
+  if (scratch_ != nullptr) cudaFreeAsync(scratch_, state_->stream);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  if (cudaError_t e = cudaMallocAsync(&scratch_, bytes, state_->stream); e != cudaSuccess) {
+    cudaGetLastError();
+    scratch_ = nullptr;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "NCCL staging of ", bytes, " bytes on CUDA device ", device_, ": ", cudaGetErrorString(e)));
+  }
+  scratch_bytes_ = bytes;
+  return scratch_;
 }
 
 absl::Status NcclLink::PeerAlive() const {
@@ -104,8 +132,7 @@ absl::Status NcclLink::Kill(absl::Status why) {
   if (dead_.ok()) {
     dead_ = absl::UnavailableError(absl::StrCat("the NCCL link was aborted: ", why.message()));
     if (state_->comm != nullptr) {
-      cudaSetDevice(device_);
-      ncclCommAbort(state_->comm);  // NCCL's kernels waiting on the peer give up
+      AbortInBackground(state_->comm, device_);  // NCCL's kernels waiting on the peer give up
       state_->comm = nullptr;
     }
     pending_ = false;
@@ -120,6 +147,9 @@ absl::Status NcclLink::Poll(Done done, absl::Time deadline, const char* what) {
     if (!complete.ok()) return Kill(complete.status());
     if (*complete) return absl::OkStatus();
     if (absl::Status alive = PeerAlive(); !alive.ok()) return Kill(alive);
+    if (cancelled_.load(std::memory_order_relaxed)) {
+      return Kill(absl::CancelledError(absl::StrCat(what, " was cancelled")));
+    }
     if (absl::Now() >= deadline) {
       return Kill(absl::DeadlineExceededError(absl::StrCat(what, " passed its deadline")));
     }
@@ -131,66 +161,86 @@ absl::Status NcclLink::Poll(Done done, absl::Time deadline, const char* what) {
 absl::Status NcclLink::WaitReady(absl::Time deadline) {
   LC_RETURN_IF_ERROR(dead_);
   if (ready_) return absl::OkStatus();
-  ncclComm_t comm = state_->comm;
-  LC_RETURN_IF_ERROR(Poll(
-      [comm]() -> absl::StatusOr<bool> {
-        ncclResult_t r = ncclSuccess;
-        ncclCommGetAsyncError(comm, &r);
-        if (r == ncclInProgress) return false;
-        if (r != ncclSuccess) {
-          return absl::UnavailableError(absl::StrCat("NCCL: ", NcclMessage(comm, r)));
-        }
-        return true;
-      },
-      deadline, "joining the NCCL communicator"));
+  // The same query says when the non-blocking init has finished.
+  LC_RETURN_IF_ERROR(Poll([this] { return Enqueued(); }, deadline, "joining the NCCL communicator"));
+  // The handshake: one byte each way, posted together, so that a link that returns ready has
+  // moved bytes both ways (both ranks alive and connected) before any transfer relies on it.
   ready_ = true;
-  return absl::OkStatus();
+  LC_ASSIGN_OR_RETURN(void* const bytes, Scratch(2));
+  LC_RETURN_IF_ERROR(
+      PostSendRecv(bytes, 1, static_cast<uint8_t*>(bytes) + 1, 1, deadline));
+  return Wait(deadline);
 }
 
-absl::Status NcclLink::Post(bool send, void* device_ptr, size_t bytes, absl::Time deadline) {
+absl::StatusOr<bool> NcclLink::Enqueued() const {
+  ncclResult_t r = ncclSuccess;
+  ncclCommGetAsyncError(state_->comm, &r);
+  if (r == ncclInProgress) return false;
+  if (r != ncclSuccess) {
+    return absl::UnavailableError(absl::StrCat("NCCL: ", NcclMessage(state_->comm, r)));
+  }
+  return true;
+}
+
+absl::Status NcclLink::WaitEnqueued(absl::Time deadline) {
+  LC_RETURN_IF_ERROR(dead_);
+  if (!pending_) return absl::OkStatus();
+  return Poll([this] { return Enqueued(); }, deadline, "enqueueing the NCCL transfer");
+}
+
+absl::Status NcclLink::Post(std::span<const Op> ops, absl::Time deadline) {
   LC_RETURN_IF_ERROR(WaitReady(deadline));
-  if (device_ptr == nullptr || bytes == 0) {
-    return absl::InvalidArgumentError("an NCCL transfer needs a non-empty device buffer");
+  // A non-blocking communicator takes no call while one is still being enqueued.
+  LC_RETURN_IF_ERROR(WaitEnqueued(deadline));
+  for (const Op& op : ops) {
+    if (op.device_ptr == nullptr || op.bytes == 0) {
+      return absl::InvalidArgumentError("an NCCL transfer needs a non-empty device buffer");
+    }
   }
   cudaSetDevice(device_);
   ncclComm_t comm = state_->comm;
-  const ncclResult_t r =
-      send ? ncclSend(device_ptr, bytes, ncclUint8, peer_rank_, comm, state_->stream)
-           : ncclRecv(device_ptr, bytes, ncclUint8, peer_rank_, comm, state_->stream);
+  ncclGroupStart();
+  for (const Op& op : ops) {
+    if (op.send) {
+      ncclSend(op.device_ptr, op.bytes, ncclUint8, peer_rank_, comm, state_->stream);
+    } else {
+      ncclRecv(op.device_ptr, op.bytes, ncclUint8, peer_rank_, comm, state_->stream);
+    }
+  }
+  const ncclResult_t r = ncclGroupEnd();
   if (r != ncclSuccess && r != ncclInProgress) {
-    return Kill(absl::UnavailableError(
-        absl::StrCat(send ? "ncclSend: " : "ncclRecv: ", NcclMessage(comm, r))));
+    return Kill(absl::UnavailableError(absl::StrCat("posting an NCCL transfer: ",
+                                                    NcclMessage(comm, r))));
   }
+  // Not waited for here: enqueueing a transfer over a pair of channels not yet connected needs
+  // the peer inside NCCL too, and the peer may post its side only after hearing from this one
+  // (a put's send is posted before the call that makes the service receive it). Wait and the
+  // copies wait for the enqueue first.
   pending_ = true;
-  if (r == ncclInProgress) {
-    // A non-blocking communicator may still be enqueueing (the first transfer connects the
-    // ranks); the operation is posted once the communicator says so.
-    LC_RETURN_IF_ERROR(Poll(
-        [comm]() -> absl::StatusOr<bool> {
-          ncclResult_t e = ncclSuccess;
-          ncclCommGetAsyncError(comm, &e);
-          if (e == ncclInProgress) return false;
-          if (e != ncclSuccess) {
-            return absl::UnavailableError(absl::StrCat("NCCL: ", NcclMessage(comm, e)));
-          }
-          return true;
-        },
-        deadline, "posting the NCCL transfer"));
-  }
   return absl::OkStatus();
 }
 
 absl::Status NcclLink::PostSend(const void* device_ptr, size_t bytes, absl::Time deadline) {
-  return Post(true, const_cast<void*>(device_ptr), bytes, deadline);
+  const Op op{true, const_cast<void*>(device_ptr), bytes};
+  return Post({&op, 1}, deadline);
 }
 
 absl::Status NcclLink::PostRecv(void* device_ptr, size_t bytes, absl::Time deadline) {
-  return Post(false, device_ptr, bytes, deadline);
+  const Op op{false, device_ptr, bytes};
+  return Post({&op, 1}, deadline);
+}
+
+absl::Status NcclLink::PostSendRecv(const void* send_ptr, size_t send_bytes, void* recv_ptr,
+                                    size_t recv_bytes, absl::Time deadline) {
+  const Op ops[2] = {{true, const_cast<void*>(send_ptr), send_bytes},
+                     {false, recv_ptr, recv_bytes}};
+  return Post(ops, deadline);
 }
 
 absl::Status NcclLink::Copy(void* dst, const void* src, size_t bytes, bool to_device,
                             absl::Time deadline) {
-  LC_RETURN_IF_ERROR(dead_);
+  // Behind the transfers posted before, which must be on the stream first.
+  LC_RETURN_IF_ERROR(WaitEnqueued(deadline));
   cudaSetDevice(device_);
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes,
                                       to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
@@ -217,19 +267,16 @@ absl::Status NcclLink::CopyToHost(void* host, const void* device_ptr, size_t byt
 absl::Status NcclLink::Wait(absl::Time deadline) {
   LC_RETURN_IF_ERROR(dead_);
   if (!pending_) return absl::OkStatus();
-  State* s = state_.get();
   LC_RETURN_IF_ERROR(Poll(
-      [s]() -> absl::StatusOr<bool> {
-        const cudaError_t e = cudaStreamQuery(s->stream);
+      [this]() -> absl::StatusOr<bool> {
+        // Enqueued first (an empty stream says nothing before that), then run.
+        LC_ASSIGN_OR_RETURN(const bool enqueued, Enqueued());
+        if (!enqueued) return false;
+        const cudaError_t e = cudaStreamQuery(state_->stream);
         if (e == cudaSuccess) return true;
         if (e != cudaErrorNotReady) {
           return absl::UnavailableError(
               absl::StrCat("NCCL transfer stream: ", cudaGetErrorString(e)));
-        }
-        ncclResult_t r = ncclSuccess;
-        ncclCommGetAsyncError(s->comm, &r);
-        if (r != ncclSuccess && r != ncclInProgress) {
-          return absl::UnavailableError(absl::StrCat("NCCL: ", NcclMessage(s->comm, r)));
         }
         return false;
       },

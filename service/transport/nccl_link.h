@@ -16,13 +16,18 @@
 // Creation never blocks on the peer: Start begins joining the communicator (NCCL's non-blocking
 // mode) and WaitReady waits for both ranks with a deadline, so a service can answer the Attach
 // RPC that hands the unique id to the engine before the engine has joined.
-// Built only with NCCL (LEAPCACHE_TRANSPORT_NCCL). Not thread-safe: one caller at a time.
+// A communicator is aborted, never destroyed (ncclCommDestroy can wait for operations the peer
+// will never match), and on a thread of its own, so no caller waits on a broken peer.
+// Built only with NCCL (LEAPCACHE_TRANSPORT_NCCL). Not thread-safe: one caller at a time
+// (Cancel excepted).
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "absl/status/status.h"
@@ -52,19 +57,38 @@ class NcclLink {
 
   int device() const { return device_; }
 
-  // Waits until both ranks have joined. DEADLINE_EXCEEDED (the link is then dead) or
-  // UNAVAILABLE if NCCL reports an error or the peer process is gone.
+  // Waits until both ranks have joined and exchanged a handshake (which connects the pair, see
+  // the .cc). The peer must call it too, at about the same time. DEADLINE_EXCEEDED (the link is
+  // then dead) or UNAVAILABLE if NCCL reports an error or the peer process is gone.
   absl::Status WaitReady(absl::Time deadline);
+
+  // Makes a wait running on another thread give up (CANCELLED; the link is then dead). The only
+  // member that may be called concurrently with the others.
+  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
   // Post one send / receive of `bytes` bytes of device memory (on this link's device) to / from
   // the peer, behind everything posted before. Waits for the communicator to be ready first.
   absl::Status PostSend(const void* device_ptr, size_t bytes, absl::Time deadline);
   absl::Status PostRecv(void* device_ptr, size_t bytes, absl::Time deadline);
+  // One send and one receive posted together (one NCCL group), for a peer that posts the
+  // matching receive and send in that order.
+  absl::Status PostSendRecv(const void* send_ptr, size_t send_bytes, void* recv_ptr,
+                            size_t recv_bytes, absl::Time deadline);
+  // A post returns without waiting for NCCL to enqueue it (that may need the peer's matching
+  // post, which may come only after this side's next RPC); Wait and the copies wait for it. So
+  // post, then let the peer hear of it, then Wait: never two posts without a Wait between them
+  // (use PostSendRecv).
 
   // Copies between host and device memory on the link's stream, behind everything posted, and
   // waits for the copy (as Wait). The link's stream does not synchronize with other streams.
   absl::Status CopyToDevice(void* device_ptr, const void* host, size_t bytes, absl::Time deadline);
   absl::Status CopyToHost(void* host, const void* device_ptr, size_t bytes, absl::Time deadline);
+
+  // Device memory on the link's device of at least `bytes` (contents unspecified), valid until
+  // the next call of Scratch or the link's end. It is allocated and freed in the link's stream
+  // order (cudaMallocAsync / cudaFreeAsync), so that releasing it never waits on the device: an
+  // aborted NCCL kernel may still be running, and a cudaFree would block on it.
+  absl::StatusOr<void*> Scratch(size_t bytes);
 
   // Whether posted operations may still be running.
   bool pending() const { return pending_; }
@@ -84,14 +108,25 @@ class NcclLink {
   absl::Status Poll(Done done, absl::Time deadline, const char* what);
   absl::Status Kill(absl::Status why);
   absl::Status PeerAlive() const;
-  absl::Status Post(bool send, void* device_ptr, size_t bytes, absl::Time deadline);
+  struct Op {
+    bool send = false;
+    void* device_ptr = nullptr;
+    size_t bytes = 0;
+  };
+  absl::Status Post(std::span<const Op> ops, absl::Time deadline);
+  // Whether NCCL has enqueued everything posted (its non-blocking mode's ncclInProgress).
+  absl::StatusOr<bool> Enqueued() const;
+  absl::Status WaitEnqueued(absl::Time deadline);
   absl::Status Copy(void* dst, const void* src, size_t bytes, bool to_device, absl::Time deadline);
 
   std::unique_ptr<State> state_;
   const int device_;
   const int peer_rank_;
   const pid_t peer_pid_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
   bool ready_ = false;
+  std::atomic<bool> cancelled_{false};
   bool pending_ = false;
   absl::Status dead_;
 };

@@ -1,7 +1,5 @@
 #include "service/transport/nccl_peer_connection.h"
 
-#include <cuda_runtime_api.h>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,39 +29,41 @@ absl::StatusOr<std::unique_ptr<NcclPeerConnection>> NcclPeerConnection::Create(i
 }
 
 NcclPeerConnection::NcclPeerConnection(std::unique_ptr<NcclLink> link, std::string unique_id)
-    : link_(std::move(link)), unique_id_(std::move(unique_id)) {}
+    : link_(std::move(link)), unique_id_(std::move(unique_id)) {
+  joiner_ = std::thread([this] {
+    join_status_ = link_->WaitReady(absl::Now() + kJoinTime);
+    joined_.Notify();
+  });
+}
 
 NcclPeerConnection::~NcclPeerConnection() {
-  const int device = link_->device();
-  link_.reset();  // aborts anything in flight before its staging memory goes
-  if (staging_ != nullptr) {
-    cudaSetDevice(device);
-    cudaFree(staging_);
+  link_->Cancel();
+  joiner_.join();
+}
+
+absl::Status NcclPeerConnection::Joined(absl::Time deadline) {
+  if (!joined_.WaitForNotificationWithDeadline(deadline)) {
+    return absl::DeadlineExceededError("the engine has not joined the NCCL communicator");
   }
+  return join_status_;
+}
+
+absl::Status NcclPeerConnection::health() const {
+  // While the join runs, the link belongs to its thread; the engine has not failed anything yet.
+  if (!joined_.HasBeenNotified()) return absl::OkStatus();
+  LC_RETURN_IF_ERROR(join_status_);
+  return link_->health();
+}
+
+absl::Status NcclPeerConnection::Settle(absl::Time deadline) {
+  LC_RETURN_IF_ERROR(Joined(deadline));
+  return link_->Wait(deadline);
 }
 
 absl::StatusOr<std::unique_ptr<RemoteRegion>> NcclPeerConnection::Import(
     const BufferDescriptor& d) {
   LC_RETURN_IF_ERROR(ValidateDescriptor(d, TransportKind::kNccl, {false, CudaAccess::kDirect}));
-  LC_RETURN_IF_ERROR(health());
   return std::unique_ptr<RemoteRegion>(new NcclRegion(d));
-}
-
-absl::Status NcclPeerConnection::Reserve(size_t bytes) {
-  if (bytes <= staging_bytes_) return absl::OkStatus();
-  cudaSetDevice(link_->device());
-  if (staging_ != nullptr) cudaFree(staging_);
-  staging_ = nullptr;
-  staging_bytes_ = 0;
-  if (cudaError_t e = cudaMalloc(&staging_, bytes); e != cudaSuccess) {
-    cudaGetLastError();
-    staging_ = nullptr;
-    return absl::ResourceExhaustedError(absl::StrCat("NCCL staging of ", bytes,
-                                                     " bytes on the service's GPU: ",
-                                                     cudaGetErrorString(e)));
-  }
-  staging_bytes_ = bytes;
-  return absl::OkStatus();
 }
 
 absl::Status NcclPeerConnection::Execute(RemoteRegion& region, std::span<const TransferOp> ops,
@@ -75,14 +75,14 @@ absl::Status NcclPeerConnection::Execute(RemoteRegion& region, std::span<const T
   }
   const TransferOp& op = ops[0];
   // The previous get's send must be taken before its staging memory is reused.
-  LC_RETURN_IF_ERROR(link_->Wait(deadline));
-  LC_RETURN_IF_ERROR(Reserve(op.local.size()));
+  LC_RETURN_IF_ERROR(Settle(deadline));
+  LC_ASSIGN_OR_RETURN(void* const staging, link_->Scratch(op.local.size()));
   if (op.direction == Direction::kRead) {
-    LC_RETURN_IF_ERROR(link_->PostRecv(staging_, op.local.size(), deadline));
-    return link_->CopyToHost(op.local.data(), staging_, op.local.size(), deadline);
+    LC_RETURN_IF_ERROR(link_->PostRecv(staging, op.local.size(), deadline));
+    return link_->CopyToHost(op.local.data(), staging, op.local.size(), deadline);
   }
-  LC_RETURN_IF_ERROR(link_->CopyToDevice(staging_, op.local.data(), op.local.size(), deadline));
-  return link_->PostSend(staging_, op.local.size(), deadline);
+  LC_RETURN_IF_ERROR(link_->CopyToDevice(staging, op.local.data(), op.local.size(), deadline));
+  return link_->PostSend(staging, op.local.size(), deadline);
 }
 
 }  // namespace leapcache::transport

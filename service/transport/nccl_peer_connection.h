@@ -1,8 +1,10 @@
 // The service's side of an NCCL session: a PeerConnection over an NcclLink (rank 0) with a
-// device staging buffer on the service's GPU. A get's bytes are copied into the staging buffer
+// device staging buffer on the service's GPU. The engine joins within kJoinTime of the Attach
+// that created the connection, or the connection fails its transfers (DEADLINE_EXCEEDED). A get's bytes are copied into the staging buffer
 // and sent in one ncclSend that the engine matches once it has the RPC's answer (two_sided():
 // Execute posts, Settle waits); a put's bytes are received into the staging buffer in one
-// ncclRecv matching the engine's send, then copied out. The engine's buffers are never
+// ncclRecv matching the engine's send, then copied out. The staging buffer is the link's scratch
+// memory (NcclLink::Scratch), so ending a session never waits on an aborted transfer. The engine's buffers are never
 // addressed from here: a region is only its descriptor, for range checks.
 // Built only with NCCL (LEAPCACHE_TRANSPORT_NCCL).
 #pragma once
@@ -11,8 +13,10 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "service/transport/nccl_link.h"
 #include "service/transport/transport.h"
 
@@ -20,10 +24,13 @@ namespace leapcache::transport {
 
 class NcclPeerConnection final : public PeerConnection {
  public:
+  static constexpr absl::Duration kJoinTime = absl::Seconds(60);
+
   // Creates the communicator's id and starts joining it as the service on CUDA device `device`.
   // `engine_pid`: the engine's process if it runs on this host (its exit fails transfers at
   // once), else 0.
   static absl::StatusOr<std::unique_ptr<NcclPeerConnection>> Create(int device, pid_t engine_pid);
+  // Cancels a join still running and waits for its thread.
   ~NcclPeerConnection() override;
 
   TransportKind kind() const override { return TransportKind::kNccl; }
@@ -31,19 +38,23 @@ class NcclPeerConnection final : public PeerConnection {
   absl::StatusOr<std::unique_ptr<RemoteRegion>> Import(const BufferDescriptor& descriptor) override;
   absl::Status Execute(RemoteRegion& region, std::span<const TransferOp> ops,
                        absl::Time deadline) override;
-  absl::Status health() const override { return link_->health(); }
+  absl::Status health() const override;
   bool two_sided() const override { return true; }
-  absl::Status Settle(absl::Time deadline) override { return link_->Wait(deadline); }
+  absl::Status Settle(absl::Time deadline) override;
   std::string connection_info() const override { return unique_id_; }
 
  private:
   NcclPeerConnection(std::unique_ptr<NcclLink> link, std::string unique_id);
-  absl::Status Reserve(size_t bytes);
+  // Waits (up to `deadline`) for the join started at creation; its result.
+  absl::Status Joined(absl::Time deadline);
 
   std::unique_ptr<NcclLink> link_;
   const std::string unique_id_;
-  void* staging_ = nullptr;  // device memory on link_->device(), staging_bytes_ long
-  size_t staging_bytes_ = 0;
+  // The engine joins after it has Attach's answer, so the service's side of the join and
+  // handshake (NcclLink::WaitReady) runs on this thread; the link is used only once `joined_`.
+  std::thread joiner_;
+  absl::Notification joined_;
+  absl::Status join_status_;  // written by joiner_ before joined_ is notified
 };
 
 }  // namespace leapcache::transport

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,7 @@ class NcclSessionTest : public ServiceTest {
     offer->set_cuda_memory(true);
     v1::AttachResponse r;
     grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     ASSERT_TRUE(stub.Attach(&c, q, &r).ok());
     ASSERT_EQ(r.transport(), v1::TRANSPORT_KIND_NCCL);
     e->session = r.session_id();
@@ -99,6 +101,7 @@ class NcclSessionTest : public ServiceTest {
     rq.mutable_buffer()->set_bytes(bytes);
     v1::RegisterBufferResponse rr;
     grpc::ClientContext rc;
+    rc.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     ASSERT_TRUE(stub.RegisterBuffer(&rc, rq, &rr).ok());
     e->buffer = rr.buffer_id();
   }
@@ -169,7 +172,9 @@ TEST_F(NcclSessionTest, AGetTheEngineNeverReceivesEndsTheSessionAtTheNextCall) {
   v1::TransferGetResponse r;
   {
     grpc::ClientContext c;
-    ASSERT_TRUE(stub->TransferGet(&c, q, &r).ok());  // posted by the service, never received
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status st = stub->TransferGet(&c, q, &r);  // posted, never received
+    ASSERT_TRUE(st.ok()) << st.error_message();
   }
   EXPECT_EQ(r.header().total_bytes(), blobs.size());
   EXPECT_EQ(Stats().leases, 0u) << "the lease ends once the bytes are staged";

@@ -58,6 +58,20 @@ TEST(ValidateDescriptor, RefusesEmptyNullWrappingOrKeylessRegions) {
   EXPECT_NE(st.message().find("remote_key"), std::string::npos) << st;
 }
 
+TEST(ValidateDescriptor, NcclRegionsNeedNoKey) {
+  // NCCL addresses no remote memory (the engine posts its own receives and sends), so its
+  // descriptors carry none; every other check still applies.
+  BufferDescriptor d{TransportKind::kNccl, MemoryKind::kCuda, 0x10000, 4096, ""};
+  EXPECT_TRUE(ValidateDescriptor(d, TransportKind::kNccl, {false, CudaAccess::kDirect}).ok());
+  d.memory = MemoryKind::kHost;
+  EXPECT_EQ(ValidateDescriptor(d, TransportKind::kNccl, {false, CudaAccess::kDirect}).code(),
+            absl::StatusCode::kInvalidArgument);
+  d.memory = MemoryKind::kCuda;
+  d.bytes = 0;
+  EXPECT_EQ(ValidateDescriptor(d, TransportKind::kNccl, {false, CudaAccess::kDirect}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ValidateTransfers, AcceptsOpsInsideTheRegion) {
   std::vector<uint8_t> local(64);
   const TransferOp ops[] = {{Direction::kWrite, local, 0}, {Direction::kRead, local, 64}};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -26,9 +27,27 @@ absl::Status CheckFinite(const char* name, std::span<const float> x) {
   return absl::OkStatus();
 }
 
-// fp32 or bf16: an all-ones exponent is an infinity or a NaN in both.
+// Whether any of the `n` values of type Bits at `data` has an all-ones exponent (`kExponent`):
+// an infinity or a NaN, in fp32 and bf16 alike. Branch-free, so the compiler vectorizes it: this
+// runs over every step's q, k and v (6 MB at B = 256, H = 32), and inputs are almost always
+// finite; the index is searched for only when one is not.
+template <typename Bits, Bits kExponent>
+bool AnyNonFinite(const uint8_t* data, size_t n) {
+  Bits found = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, data + i * sizeof(Bits), sizeof(Bits));
+    found |= static_cast<Bits>((b & kExponent) == kExponent);
+  }
+  return found != 0;
+}
+
 absl::Status CheckFinite(const char* name, WireDType dtype, std::span<const uint8_t> x) {
   const size_t n = x.size() / WireBytes(dtype);
+  const bool any = dtype == WireDType::kBf16
+                       ? AnyNonFinite<uint16_t, 0x7F80>(x.data(), n)
+                       : AnyNonFinite<uint32_t, 0x7F800000u>(x.data(), n);
+  if (!any) return absl::OkStatus();
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(WireValue(dtype, x.data(), i))) {
       return absl::InvalidArgumentError(absl::StrCat(name, "[", i, "] is not finite"));

@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "gpu/half.h"
 #include "service/core/host_tier.h"
 #include "service/decode/decode_session_table.h"
 #include "tests/unit/decode/decode_test_util.h"
@@ -74,6 +76,28 @@ TEST_F(DecodeSessionTest, BadStepsAreRefusedAndChangeNothing) {
   RandomStep inf_v = good;
   inf_v.v.back() = INFINITY;
   EXPECT_EQ(step(0, slots, inf_v), kBad);
+  // Non-finite q, k, v are found wherever they sit, in fp32 and in bf16, and named by index.
+  {
+    RandomStep nan_q = good;
+    nan_q.q[37] = -std::nanf("");
+    const absl::Status st = session->Step(nan_q.Step(0, slots), Fp32Out(o));
+    EXPECT_EQ(st.code(), kBad);
+    EXPECT_NE(st.message().find("q[37]"), std::string::npos) << st;
+    std::vector<uint16_t> k16(good.k.size());
+    for (size_t i = 0; i < k16.size(); ++i) k16[i] = FloatToBf16(good.k[i]);
+    std::vector<uint16_t> q16 = k16, v16(good.v.size());
+    for (size_t i = 0; i < v16.size(); ++i) v16[i] = FloatToBf16(good.v[i]);
+    k16[k16.size() - 1] = FloatToBf16(-INFINITY);
+    auto bytes = [](const std::vector<uint16_t>& w) {
+      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.data()), w.size() * 2);
+    };
+    const LayerStep bf16{0, slots, WireDType::kBf16, bytes(q16), bytes(k16), bytes(v16),
+                         good.g, good.beta};
+    const absl::Status st16 = session->Step(bf16, Fp32Out(o));
+    EXPECT_EQ(st16.code(), kBad);
+    EXPECT_NE(st16.message().find(absl::StrCat("k[", k16.size() - 1, "]")), std::string::npos)
+        << st16;
+  }
   EXPECT_EQ(session->Reset(4).code(), kBad);
   EXPECT_EQ(session->Commit(-1, HashOf(1), PositionAt(1)).code(), kBad);
 

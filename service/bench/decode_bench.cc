@@ -46,6 +46,7 @@
 #include "leapcache/data_plane.h"
 #include "leapcache/decode_session.h"
 #include "service/decode/cpu_decode_backend.h"
+#include "service/server/large_allocations.h"
 #include "service/server/server.h"
 #ifdef LEAPCACHE_HAVE_CUDA_BACKEND
 #include <cuda_runtime_api.h>
@@ -462,6 +463,8 @@ int Run(const Flags& flags) {
 }  // namespace leapcache::bench
 
 int main(int argc, char** argv) {
+  // As leapcache-server does: the in-process server's messages should cost what they do there.
+  leapcache::server::KeepLargeAllocationsMapped();
   leapcache::bench::Flags flags;
   if (!leapcache::bench::ParseFlags(argc, argv, &flags)) return 2;
   return leapcache::bench::Run(flags);

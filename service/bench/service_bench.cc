@@ -28,6 +28,7 @@
 #include "gpu/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
+#include "service/server/large_allocations.h"
 #include "service/server/server.h"
 
 namespace leapcache::bench {
@@ -320,4 +321,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace leapcache::bench
 
-int main(int argc, char** argv) { return leapcache::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // As leapcache-server does: the in-process server's messages should cost what they do there.
+  leapcache::server::KeepLargeAllocationsMapped();
+  return leapcache::bench::Main(argc, argv);
+}

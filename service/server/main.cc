@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "service/server/config_loader.h"
+#include "service/server/large_allocations.h"
 #include "service/server/server.h"
 
 namespace leapcache::server {
@@ -106,4 +107,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace leapcache::server
 
-int main(int argc, char** argv) { return leapcache::server::Run(argc, argv); }
+int main(int argc, char** argv) {
+  leapcache::server::KeepLargeAllocationsMapped();
+  return leapcache::server::Run(argc, argv);
+}

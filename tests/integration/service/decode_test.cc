@@ -364,7 +364,24 @@ TEST_F(DecodeTest, DataPlaneStepsCheckTheirBuffersAndSessions) {
   step.buffer = *ok_id;
   step.input_offset = 0;
   step.output_offset = in_bytes;
-  EXPECT_TRUE(session->StepInBuffer(**engine, step).ok());
+  const absl::Status first = session->StepInBuffer(**engine, step);
+  EXPECT_TRUE(first.ok()) << first;
+
+  // A batch longer than the session's slots is refused before anything moves, as in the step
+  // messages (each slot at most once, padding included in the count).
+  const std::vector<int32_t> padded = {0, -1, -1, 1};
+  step.slot = padded;
+  EXPECT_EQ(session->StepInBuffer(**engine, step).code(), absl::StatusCode::kOutOfRange)
+      << "the client sees the inputs of 4 requests do not fit the 2-request buffer";
+  const uint64_t padded_in =
+      client::PackedStepInputBytes(session->info(), padded.size(), client::DType::kFp32);
+  std::vector<uint8_t> wide(padded_in + client::StepOutputBytes(session->info(), padded.size(),
+                                                                client::DType::kFp32));
+  auto wide_id = (*engine)->RegisterBuffer(wide.data(), wide.size(), client::MemoryKind::kHost);
+  ASSERT_TRUE(wide_id.ok());
+  step.buffer = *wide_id;
+  step.output_offset = padded_in;
+  EXPECT_EQ(session->StepInBuffer(**engine, step).code(), absl::StatusCode::kInvalidArgument);
 }
 #endif  // LEAPCACHE_TEST_UCX
 

@@ -45,6 +45,10 @@ absl::StatusOr<std::unique_ptr<CpuDecodeBackend>> CpuDecodeBackend::Create(
   std::unique_ptr<CpuDecodeBackend> b(new CpuDecodeBackend(shape));
   const size_t n = static_cast<size_t>(shape.slots) * shape.layers * shape.heads;
   b->trackers_.reserve(n);
+  if (b->windowed()) {
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<reference::StateTracker> zero, b->MakeTracker(nullptr));
+    b->zero_window_ = static_cast<reference::WindowState&>(*zero).Snapshot();
+  }
   for (size_t i = 0; i < n; ++i) {
     LC_ASSIGN_OR_RETURN(std::unique_ptr<reference::StateTracker> t, b->MakeTracker(nullptr));
     b->trackers_.push_back(std::move(t));
@@ -59,6 +63,11 @@ absl::StatusOr<std::unique_ptr<reference::StateTracker>> CpuDecodeBackend::MakeT
     reference::WindowOptions options;
     options.spec = shape_.spec;
     options.step = step;
+    if (h0_kv == nullptr && zero_window_.has_value()) {
+      LC_ASSIGN_OR_RETURN(std::unique_ptr<reference::WindowState> w,
+                          FromFormat(reference::WindowState::FromSnapshot(options, *zero_window_)));
+      return std::unique_ptr<reference::StateTracker>(std::move(w));
+    }
     LC_ASSIGN_OR_RETURN(std::unique_ptr<reference::WindowState> w,
                         FromFormat(reference::WindowState::Create(options, h0_kv)));
     return std::unique_ptr<reference::StateTracker>(std::move(w));

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gpu/reference/tracker.h"
+#include "gpu/reference/window.h"
 #include "service/decode/decode_backend.h"
 
 namespace leapcache::decode {
@@ -34,6 +36,9 @@ class CpuDecodeBackend final : public DecodeBackend {
   absl::StatusOr<std::unique_ptr<reference::StateTracker>> MakeTracker(const float* h0_kv) const;
 
   std::vector<std::unique_ptr<reference::StateTracker>> trackers_;
+  // The window form of the zero state, encoded once: every reset slot starts from it (encoding
+  // it per (slot, layer, head) cost seconds per session at B = 256 x 32 heads).
+  std::optional<reference::WindowSnapshot> zero_window_;
 };
 
 }  // namespace leapcache::decode

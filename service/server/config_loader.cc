@@ -24,8 +24,23 @@ struct Setting {
   std::function<std::string(const ServerConfig&)> print;
 };
 
+// A YAML double-quoted scalar that loads back as exactly `s`: backslash, quote and every control
+// character escaped (a literal line break inside quotes would be folded into a space on load).
 std::string Quoted(const std::string& s) {
-  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7F) {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
 }
 
 Setting StringSetting(std::string name, std::string ServerConfig::*field, std::string help) {

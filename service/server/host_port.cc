@@ -1,5 +1,6 @@
 #include "service/server/host_port.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -25,6 +26,16 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   }
   if (host.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("address \"", address, "\" has no host"));
+  }
+  // No host name or address literal holds whitespace or control characters; refusing them here
+  // gives a clear error at configuration time instead of a failed bind or lookup later.
+  for (const char c : host) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7F) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "address \"", absl::CHexEscape(address), "\" has whitespace or a control character in "
+          "its host"));
+    }
   }
   int port = -1;
   if (port_text.empty() || port_text.find_first_not_of("0123456789") != absl::string_view::npos ||

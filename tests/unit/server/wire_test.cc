@@ -71,7 +71,8 @@ TEST(WireTest, Addresses) {
   EXPECT_EQ(ParseHostPort("[::1]:7470")->host, "::1");
   EXPECT_EQ(FormatHostPort("::1", 5), "[::1]:5");
   for (const char* bad :
-       {"7470", ":7470", "host:", "host:65536", "host:-1", "::1:7470", "[::1:7"}) {
+       {"7470", ":7470", "host:", "host:65536", "host:-1", "::1:7470", "[::1:7", "a b:1",
+        "0.0.0.\n\n0:9470", "host\t:1", "[::1 ]:1", "h\x7F:1"}) {
     EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
   }
 }

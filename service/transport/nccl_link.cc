@@ -239,8 +239,10 @@ absl::Status NcclLink::PostSendRecv(const void* send_ptr, size_t send_bytes, voi
 
 absl::Status NcclLink::Copy(void* dst, const void* src, size_t bytes, bool to_device,
                             absl::Time deadline) {
-  // Behind the transfers posted before, which must be on the stream first.
-  LC_RETURN_IF_ERROR(WaitEnqueued(deadline));
+  // Only once the transfers posted before have finished, within the deadline: a copy of
+  // pageable host memory blocks the calling thread until the work ahead of it on the stream is
+  // done, and a receive the engine never sends to would then block it for ever.
+  LC_RETURN_IF_ERROR(Wait(deadline));
   cudaSetDevice(device_);
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes,
                                       to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,

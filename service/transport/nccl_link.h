@@ -79,8 +79,9 @@ class NcclLink {
   // post, then let the peer hear of it, then Wait: never two posts without a Wait between them
   // (use PostSendRecv).
 
-  // Copies between host and device memory on the link's stream, behind everything posted, and
-  // waits for the copy (as Wait). The link's stream does not synchronize with other streams.
+  // Copies between host and device memory on the link's stream once everything posted has
+  // completed (as Wait, so a peer that never matches costs the deadline, not a blocked thread),
+  // and waits for the copy. The link's stream does not synchronize with other streams.
   absl::Status CopyToDevice(void* device_ptr, const void* host, size_t bytes, absl::Time deadline);
   absl::Status CopyToHost(void* host, const void* device_ptr, size_t bytes, absl::Time deadline);
 

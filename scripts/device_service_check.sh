@@ -18,10 +18,12 @@ export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts, children in
 nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpus.txt"
 gpus=$(nvidia-smi -L | wc -l)
 status=0
-for t in cuda_decode_backend_test device_tier_test kernel_encoder_test transport_gpu_test; do
+for t in cuda_decode_backend_test device_tier_test kernel_decoder_test kernel_encoder_test \
+  transport_gpu_test; do
   # A hung device test must not take the rest of the run with it.
   timeout 300 "$bundle/bin/$t" --gtest_color=no > "$out/$t.log" 2>&1 || status=1
-  grep -E "^\[  (PASSED|FAILED)|worst|GPU tier" "$out/$t.log" | sed "s/^/$t: /"
+  grep -E "^\[  (PASSED|FAILED)|worst|GPU tier" "$out/$t.log" | sed "s/^/$t: /" ||
+    echo "$t: no result (see $t.log)"
 done
 "$bundle/bin/leapcache-decode-bench" --backend=cuda --out="$out" | tee "$out/decode_bench.txt" ||
   status=1
@@ -31,16 +33,22 @@ if [ "$gpus" -ge 2 ]; then
   "$(dirname "$0")/device_two_gpu_check.sh" "$bundle" "$out" || status=1
 fi
 # Transfers per transport with the server in its own process (CUDA IPC needs that), the engine's
-# buffers on GPU 0 (GPU 1: device_two_gpu_check.sh).
-"$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= --memory-budget=2GiB \
-  --port-file="$out/server.port" > "$out/server.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do [ -s "$out/server.port" ] && break; sleep 0.1; done
-"$bundle/bin/leapcache-transfer-bench" --reps=5 --target="127.0.0.1:$(cat "$out/server.port")" \
-  --engine-gpu=0 --json="$out/transfer_bench_engine_gpu0.json" |
-  grep -v '^{' | tee "$out/transfer_bench_engine_gpu0.md" || status=1
-kill -TERM "$server"
-wait "$server" || true
+# buffers on GPU 0 (GPU 1: device_two_gpu_check.sh); dense gets decoded by the decode kernel, then
+# by the CPU reference (the server's dense_decode_backend), one after the other.
+for decode in cuda cpu; do
+  rm -f "$out/server.port"
+  "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= --memory-budget=2GiB \
+    --dense-decode-backend=$decode --port-file="$out/server.port" > "$out/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do [ -s "$out/server.port" ] && break; sleep 0.1; done
+  echo "dense gets decoded on $decode:"
+  timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=5 \
+    --target="127.0.0.1:$(cat "$out/server.port")" --engine-gpu=0 \
+    --json="$out/transfer_bench_engine_gpu0_decode_$decode.json" |
+    grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_decode_$decode.md" || status=1
+  kill -TERM "$server"
+  wait "$server" || true
+done
 for budget in 0 4294967296; do
   "$bundle/bin/leapcache-service-bench" --seconds=1 --reps=3 --gpu-memory-budget=$budget |
     tail -6 | tee "$out/service_bench_gpu_budget_$budget.txt"

@@ -15,6 +15,7 @@ binaries=(
   service/server/leapcache-server
   tests/gpu/service/cuda_decode_backend_test
   tests/gpu/service/device_tier_test
+  tests/gpu/service/kernel_decoder_test
   tests/gpu/service/kernel_encoder_test
   tests/gpu/transport/transport_gpu_test
   service/bench/leapcache-decode-bench

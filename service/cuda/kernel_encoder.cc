@@ -7,19 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/pool_layout.h"
+#include "service/core/status_util.h"
+#include "service/cuda/cuda_result.h"
 
 namespace leapcache::cuda {
 namespace {
-
-absl::Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-
-absl::Status FromFormat(const leapcache::Status& st) {
-  if (st.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(static_cast<int>(st.code())), st.message());
-}
 
 constexpr size_t kStateBytesMax = size_t{kernels::kKernelDim} * kernels::kKernelDim * 4;
 
@@ -39,22 +31,23 @@ absl::StatusOr<std::unique_ptr<KernelEncoder>> KernelEncoder::Create(int device,
   if (max_states <= 0) return absl::InvalidArgumentError("max_states must be positive");
   std::unique_ptr<KernelEncoder> e(new KernelEncoder(device, max_states));
   absl::MutexLock lock(&e->mu_);
-  if (absl::Status st = Cuda(cudaSetDevice(device), "cudaSetDevice"); !st.ok()) return st;
+  if (absl::Status st = CudaResult(cudaSetDevice(device), "cudaSetDevice"); !st.ok()) return st;
   // The largest region of any supported spec: KDA's (a gate per key channel).
   leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
       BlobSpec::Leap(StateKind::kKda, 8, kernels::kKernelDim, kernels::kKernelDim), max_states, 1);
-  if (!kda.ok()) return FromFormat(kda.status());
+  if (!kda.ok()) return core::FromFormatStatus(kda.status());
   e->pool_bytes_ = kda->pool_bytes();
   std::vector<int32_t> slots(static_cast<size_t>(max_states));
   std::iota(slots.begin(), slots.end(), 0);
   for (absl::Status st :
-       {Cuda(cudaStreamCreateWithFlags(&e->stream_, cudaStreamNonBlocking), "cudaStreamCreate"),
-        Cuda(cudaMalloc(&e->d_states_, kStateBytesMax * max_states), "cudaMalloc"),
-        Cuda(cudaMalloc(&e->d_pool_, e->pool_bytes_), "cudaMalloc"),
-        Cuda(cudaMalloc(&e->d_slot_, sizeof(int32_t) * max_states), "cudaMalloc"),
-        Cuda(cudaMemcpy(e->d_slot_, slots.data(), sizeof(int32_t) * max_states,
-                        cudaMemcpyHostToDevice),
-             "cudaMemcpy")}) {
+       {CudaResult(cudaStreamCreateWithFlags(&e->stream_, cudaStreamNonBlocking),
+                   "cudaStreamCreate"),
+        CudaResult(cudaMalloc(&e->d_states_, kStateBytesMax * max_states), "cudaMalloc"),
+        CudaResult(cudaMalloc(&e->d_pool_, e->pool_bytes_), "cudaMalloc"),
+        CudaResult(cudaMalloc(&e->d_slot_, sizeof(int32_t) * max_states), "cudaMalloc"),
+        CudaResult(cudaMemcpy(e->d_slot_, slots.data(), sizeof(int32_t) * max_states,
+                              cudaMemcpyHostToDevice),
+                   "cudaMemcpy")}) {
     if (!st.ok()) return st;
   }
   return e;
@@ -82,10 +75,10 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   }
   if (n == 0) return absl::OkStatus();
   leapcache::StatusOr<PoolLayout> pool = MakePoolLayout(spec, static_cast<int>(n), 1);
-  if (!pool.ok()) return FromFormat(pool.status());
+  if (!pool.ok()) return core::FromFormatStatus(pool.status());
   absl::MutexLock lock(&mu_);
-  if (absl::Status st = Cuda(cudaSetDevice(device_), "cudaSetDevice"); !st.ok()) return st;
-  if (absl::Status st = Cuda(
+  if (absl::Status st = CudaResult(cudaSetDevice(device_), "cudaSetDevice"); !st.ok()) return st;
+  if (absl::Status st = CudaResult(
           cudaMemcpyAsync(d_states_, states.data(), states.size(), cudaMemcpyHostToDevice, stream_),
           "cudaMemcpyAsync");
       !st.ok()) {
@@ -97,17 +90,18 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   p.states = d_states_;
   p.dtype = dtype;
   p.layout = layout;
-  if (absl::Status st = FromFormat(kernels::WindowEncode(*pool, p, d_pool_, stream_)); !st.ok()) {
+  if (absl::Status st = core::FromFormatStatus(kernels::WindowEncode(*pool, p, d_pool_, stream_));
+      !st.ok()) {
     return st;
   }
   h_pool_.resize(pool->pool_bytes());
-  if (absl::Status st = Cuda(
+  if (absl::Status st = CudaResult(
           cudaMemcpyAsync(h_pool_.data(), d_pool_, h_pool_.size(), cudaMemcpyDeviceToHost, stream_),
           "cudaMemcpyAsync");
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = Cuda(cudaStreamSynchronize(stream_), "encode"); !st.ok()) return st;
+  if (absl::Status st = CudaResult(cudaStreamSynchronize(stream_), "encode"); !st.ok()) return st;
   const size_t payload = pool->payload.payload_bytes;
   for (size_t i = 0; i < n; ++i) {
     std::vector<uint8_t> blob(pool->payload.blob_bytes());

@@ -11,7 +11,7 @@
 namespace leapcache::server {
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
-    core::CheckpointStore& store, const ReadRequest& request) {
+    core::CheckpointStore& store, const ReadRequest& request, StateDecoder* decoder) {
   LC_ASSIGN_OR_RETURN(const core::NamespaceInfo ns, store.GetNamespace(request.ns));
   LC_ASSIGN_OR_RETURN(core::ReadLease lease, store.Get(request.ns, request.hash, request.heads));
   ReadShape shape;
@@ -27,33 +27,55 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
           : lease.blob_bytes();
   shape.state_bytes = request.dense.has_value() ? item_bytes : 0;
   shape.total_bytes = lease.num_blobs() * item_bytes;
-  return std::unique_ptr<CheckpointReader>(new CheckpointReader(std::move(lease), shape));
+  return std::unique_ptr<CheckpointReader>(new CheckpointReader(
+      std::move(lease), shape, decoder != nullptr ? *decoder : CpuStateDecoder()));
 }
 
-CheckpointReader::CheckpointReader(core::ReadLease lease, ReadShape shape)
-    : lease_(std::move(lease)), shape_(shape) {}
+CheckpointReader::CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder)
+    : lease_(std::move(lease)), shape_(shape), decoder_(decoder) {}
 
-absl::Status CheckpointReader::Load(size_t i) {
+std::string CheckpointReader::Describe(size_t i) const {
+  return absl::StrCat("stored blob of layer ", i / shape_.heads.size(), " head ",
+                      shape_.heads.begin + i % shape_.heads.size());
+}
+
+absl::StatusOr<std::span<const uint8_t>> CheckpointReader::BlobOf(size_t i,
+                                                                  std::span<uint8_t> copy) {
   const int layer = static_cast<int>(i / shape_.heads.size());
   const int head = shape_.heads.begin + static_cast<int>(i % shape_.heads.size());
-  std::span<const uint8_t> blob;
-  if (lease_.host_addressable()) {
-    blob = lease_.Blob(layer, head);
-  } else {
-    blob_.resize(shape_.blob_bytes);
-    LC_RETURN_IF_ERROR(lease_.CopyBlob(layer, head, blob_));
-    blob = blob_;
+  if (lease_.host_addressable()) return lease_.Blob(layer, head);
+  LC_RETURN_IF_ERROR(lease_.CopyBlob(layer, head, copy));
+  return std::span<const uint8_t>(copy);
+}
+
+absl::Status CheckpointReader::LoadNext() {
+  const size_t items = lease_.num_blobs();
+  if (!shape_.dense.has_value()) {
+    blobs_.resize(shape_.blob_bytes);
+    LC_ASSIGN_OR_RETURN(current_, BlobOf(next_item_, blobs_));
+    ++next_item_;
+    within_ = 0;
+    return absl::OkStatus();
   }
-  if (shape_.dense.has_value()) {
-    state_.resize(shape_.state_bytes);
-    if (absl::Status st = DecodeDenseState(blob, *shape_.dense, state_, &scratch_); !st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("stored blob of layer ", layer, " head ", head,
-                                                  ": ", st.message()));
-    }
-    current_ = state_;
-  } else {
-    current_ = blob;
+  const size_t first = next_item_;
+  const size_t n = std::min(decoder_.BatchFor(shape_.format), items - first);
+  // Blobs outside host memory are copied out first, all of the batch, so the decoder sees
+  // them together; host-addressable ones are read in place.
+  std::vector<std::span<const uint8_t>> blobs(n);
+  if (!lease_.host_addressable()) blobs_.resize(n * shape_.blob_bytes);
+  for (size_t k = 0; k < n; ++k) {
+    const std::span<uint8_t> copy =
+        lease_.host_addressable()
+            ? std::span<uint8_t>()
+            : std::span<uint8_t>(blobs_.data() + k * shape_.blob_bytes, shape_.blob_bytes);
+    LC_ASSIGN_OR_RETURN(blobs[k], BlobOf(first + k, copy));
   }
+  states_.resize(n * shape_.state_bytes);
+  LC_RETURN_IF_ERROR(decoder_.Decode(
+      shape_.format, *shape_.dense, n, [&](size_t k) { return blobs[k]; },
+      [&](size_t k) { return Describe(first + k); }, states_));
+  next_item_ += n;
+  current_ = states_;
   within_ = 0;
   return absl::OkStatus();
 }
@@ -61,9 +83,7 @@ absl::Status CheckpointReader::Load(size_t i) {
 absl::StatusOr<size_t> CheckpointReader::Read(std::span<uint8_t> out) {
   size_t n = 0;
   while (n < out.size() && !done()) {
-    if (within_ == current_.size()) {
-      LC_RETURN_IF_ERROR(Load(next_item_++));
-    }
+    if (within_ == current_.size()) LC_RETURN_IF_ERROR(LoadNext());
     const size_t take = std::min(out.size() - n, current_.size() - within_);
     std::memcpy(out.data() + n, current_.data() + within_, take);
     within_ += take;

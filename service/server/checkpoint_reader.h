@@ -2,9 +2,10 @@
 //
 // Open() takes a read lease on the checkpoint's head range (so its bytes are neither evicted nor
 // freed while the stream runs) and Read() fills the caller's buffer with the next bytes: the
-// stored v1 blobs as they are (compact), or each blob decoded to dense fp32/bf16 states in the
-// requested layout. Bytes come in (layer, head) order; chunks may split a blob or a state. The
-// lease is released when the reader is destroyed, whether or not it was read to the end.
+// stored v1 blobs as they are (compact), or the blobs decoded to dense fp32/bf16 states in the
+// requested layout, a decoder's batch at a time (state_decoder.h). Bytes come in (layer, head)
+// order; chunks may split a blob or a state. The lease is released when the reader is
+// destroyed, whether or not it was read to the end.
 // Not thread-safe (one stream, one reader).
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "gpu/format.h"
 #include "service/core/checkpoint_store.h"
 #include "service/server/dense_state.h"
+#include "service/server/state_decoder.h"
 
 namespace leapcache::server {
 
@@ -42,9 +44,11 @@ struct ReadShape {
 
 class CheckpointReader {
  public:
-  // NOT_FOUND for an unknown namespace or a checkpoint that does not hold every head.
+  // NOT_FOUND for an unknown namespace or a checkpoint that does not hold every head. Dense
+  // reads decode with `decoder` (the CPU reference when null), which must outlive the reader.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(core::CheckpointStore& store,
-                                                                const ReadRequest& request);
+                                                                const ReadRequest& request,
+                                                                StateDecoder* decoder = nullptr);
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
@@ -58,18 +62,22 @@ class CheckpointReader {
   uint32_t crc32c() const { return crc_; }
 
  private:
-  CheckpointReader(core::ReadLease lease, ReadShape shape);
-  // Makes item `i` (a (layer, head) blob or its decoded state) the current one.
-  absl::Status Load(size_t i);
+  CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder);
+  // Makes the next items (one (layer, head) blob, or a decoder's batch of decoded states) the
+  // current bytes.
+  absl::Status LoadNext();
+  // Blob `i` in (layer, head) order, copied into `copy` if its memory is not host-addressable.
+  absl::StatusOr<std::span<const uint8_t>> BlobOf(size_t i, std::span<uint8_t> copy);
+  std::string Describe(size_t i) const;
 
   core::ReadLease lease_;
   ReadShape shape_;
+  StateDecoder& decoder_;
   size_t next_item_ = 0;
-  std::span<const uint8_t> current_;  // the current item's bytes
+  std::span<const uint8_t> current_;  // the current items' bytes
   size_t within_ = 0;                 // bytes of current_ already read
-  std::vector<uint8_t> blob_;         // a blob copied out of memory that is not host-addressable
-  std::vector<uint8_t> state_;        // a decoded state
-  std::vector<float> scratch_;
+  std::vector<uint8_t> blobs_;        // blobs copied out of memory that is not host-addressable
+  std::vector<uint8_t> states_;       // a batch of decoded states
   uint64_t offset_ = 0;
   uint32_t crc_ = 0;
 };

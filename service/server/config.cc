@@ -129,6 +129,11 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid(absl::StrCat("encode_backend must be cpu, cuda or auto (got \"",
                                 c.encode_backend, "\")"));
   }
+  if (c.dense_decode_backend != "cpu" && c.dense_decode_backend != "cuda" &&
+      c.dense_decode_backend != "auto") {
+    return Invalid(absl::StrCat("dense_decode_backend must be cpu, cuda or auto (got \"",
+                                c.dense_decode_backend, "\")"));
+  }
   if (absl::Status st = decode::ParseBackendChoice(c.decode_backend).status(); !st.ok()) {
     return Invalid(absl::StrCat("decode_backend: ", st.message()));
   }

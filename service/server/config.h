@@ -63,12 +63,17 @@ struct ServerConfig {
   // memory first and spill to the host tier when it is full; 0 disables it. Device memory the
   // engines do not use is the point of the product, so size it from what they leave free.
   uint64_t gpu_memory_budget = 0;
-  // CUDA device of the GPU tier, of the encode kernels and of NCCL data-plane sessions.
+  // CUDA device of the GPU tier, of the encode and dense-decode kernels and of NCCL data-plane
+  // sessions.
   int64_t gpu_device = 0;
   // Who encodes dense puts: cpu (the reference codec), cuda (the encode kernel for 8-bit window
   // formats at 128 x 128, the reference for the rest; start-up fails without a device), or auto
   // (cuda when built with CUDA and the device is present, else cpu).
   std::string encode_backend = "auto";
+  // Who decodes dense gets, the same choices: the decode kernel computes in fp32 in another
+  // order than the reference, so its states equal the reference's to within fp32 rounding;
+  // cpu gives the reference's bytes on every server.
+  std::string dense_decode_backend = "auto";
   // A second, slower host tier that evictions spill into (a spilled checkpoint is still a hit,
   // promoted back on use); 0 disables it.
   uint64_t spill_budget = 0;

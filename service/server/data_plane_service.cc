@@ -257,7 +257,8 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
     r.dense = *dense;
   }
   // The read lease lives as long as `reader`: until the last byte landed or the call failed.
-  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(*store_, r);
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
+      CheckpointReader::Open(*store_, r, options_.decoder);
   if (!reader.ok()) return ToGrpcStatus(reader.status());
   const ReadShape& shape = (*reader)->shape();
   const uint64_t base = request->offset();

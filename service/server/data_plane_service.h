@@ -11,15 +11,13 @@
 // tenant's, and transfers touch only that tenant's namespaces (PERMISSION_DENIED otherwise).
 #pragma once
 
-#include <span>
-
-#include "absl/functional/function_ref.h"
-
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
 #include "service/core/checkpoint_store.h"
@@ -27,6 +25,7 @@
 #include "service/server/data_plane_transports.h"
 #include "service/server/engine_session_table.h"
 #include "service/server/put_pipeline.h"
+#include "service/server/state_decoder.h"
 
 namespace leapcache::server {
 
@@ -43,6 +42,8 @@ struct DataPlaneOptions {
   absl::Duration max_transfer_time = absl::Seconds(60);
   // Bytes moved per transport operation (the session's staging memory).
   uint64_t chunk_bytes = 16 << 20;
+  // Dense gets' codec (state_decoder.h), outliving the service; the CPU reference when null.
+  StateDecoder* decoder = nullptr;
   absl::Duration reap_interval = absl::Seconds(1);
   // The server's bearer tokens (tokens_file), if any: then every call must carry one (as
   // StateCache's, auth_service.h), a session belongs to the tenant that attached it, and
@@ -79,10 +80,9 @@ class DataPlaneService final : public v1::DataPlane::Service {
   // two-sided transport `out` is written whenever `in` was read, even if `compute` failed (the
   // engine posted its receive). Errors: the session's and buffer's as for TransferGet, then
   // `compute`'s.
-  absl::Status RunStep(const grpc::ServerContext& context, uint64_t session_id,
-                       uint64_t buffer_id, uint64_t in_offset, std::span<uint8_t> in,
-                       uint64_t out_offset, std::span<uint8_t> out,
-                       absl::FunctionRef<absl::Status()> compute);
+  absl::Status RunStep(const grpc::ServerContext& context, uint64_t session_id, uint64_t buffer_id,
+                       uint64_t in_offset, std::span<uint8_t> in, uint64_t out_offset,
+                       std::span<uint8_t> out, absl::FunctionRef<absl::Status()> compute);
 
   size_t sessions() const { return sessions_.size(); }
   const DataPlaneTransports& transports() const { return *transports_; }

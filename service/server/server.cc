@@ -85,11 +85,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                           absl::StrCat("encode_backend=cuda: ", kernels.status().message()));
     }
   }
+  if (config.dense_decode_backend != "cpu") {
+    absl::StatusOr<std::unique_ptr<StateDecoder>> kernels =
+        MakeKernelStateDecoder(static_cast<int>(config.gpu_device));
+    if (kernels.ok()) {
+      s->decoder_ = *std::move(kernels);
+    } else if (config.dense_decode_backend == "cuda") {
+      return absl::Status(kernels.status().code(), absl::StrCat("dense_decode_backend=cuda: ",
+                                                                kernels.status().message()));
+    }  // auto without CUDA or a device: the readers' default, the CPU reference
+  }
   // The store was built on the monotonic clock (BuildStore passes none).
   s->puts_ =
       std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->encoder_.get());
-  s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(),
-                                                    ServiceLimits{config.chunk_bytes});
+  s->service_ = std::make_unique<StateCacheService>(
+      s->store_.get(), s->puts_.get(), ServiceLimits{config.chunk_bytes}, s->decoder_.get());
 
   // TLS and tokens are read again here (LoadConfig checked them): the files may have changed.
   LC_ASSIGN_OR_RETURN(const std::optional<ServerTlsMaterial> tls, LoadServerTls(config));
@@ -109,6 +119,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   DataPlaneOptions data_plane;
   data_plane.tokens = tokens;
   data_plane.cuda_device = static_cast<int>(config.gpu_device);
+  data_plane.decoder = s->decoder_.get();
   s->data_plane_ =
       std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(), std::move(data_plane));
   builder.RegisterService(s->data_plane_.get());

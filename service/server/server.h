@@ -21,6 +21,7 @@
 #include "service/server/config.h"
 #include "service/server/decode_metrics.h"
 #include "service/server/decode_service.h"
+#include "service/server/state_decoder.h"
 #include "service/server/state_encoder.h"
 
 namespace grpc {
@@ -73,6 +74,7 @@ class Server {
   std::unique_ptr<StoreMetrics> store_metrics_;
   std::unique_ptr<RpcMetrics> rpc_metrics_;
   std::unique_ptr<StateEncoder> encoder_;  // dense puts' codec (state_encoder.h)
+  std::unique_ptr<StateDecoder> decoder_;  // dense gets' kernels; null: the CPU reference
   std::unique_ptr<PutPipeline> puts_;
   std::unique_ptr<StateCacheService> service_;
   // In front of service_ when tokens_file is set (auth_service.h); null otherwise.

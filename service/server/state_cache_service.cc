@@ -45,7 +45,8 @@ absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& p
 }
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointStore& store,
-                                                             const v1::GetRequest& request) {
+                                                             const v1::GetRequest& request,
+                                                             StateDecoder* decoder) {
   ReadRequest r;
   r.ns = request.namespace_id();
   LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
@@ -53,7 +54,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointSto
   if (request.has_dense()) {
     LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
   }
-  return CheckpointReader::Open(store, r);
+  return CheckpointReader::Open(store, r, decoder);
 }
 
 }  // namespace
@@ -135,7 +136,8 @@ grpc::Status StateCacheService::AbortPut(grpc::ServerContext*, const v1::AbortPu
 
 grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
                                     grpc::ServerWriter<v1::GetResponse>* writer) {
-  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = OpenReader(*store_, *request);
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
+      OpenReader(*store_, *request, decoder_);
   if (!reader.ok()) return ToGrpcStatus(reader.status());
   CheckpointReader& r = **reader;
   const uint64_t chunk = request->max_chunk_bytes() == 0

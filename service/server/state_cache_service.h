@@ -11,6 +11,7 @@
 #include "leapcache/v1/state_cache.grpc.pb.h"
 #include "service/core/checkpoint_store.h"
 #include "service/server/put_pipeline.h"
+#include "service/server/state_decoder.h"
 
 namespace leapcache::server {
 
@@ -22,9 +23,11 @@ struct ServiceLimits {
 
 class StateCacheService final : public v1::StateCache::Service {
  public:
-  // `store` and `puts` must outlive the service.
-  StateCacheService(core::CheckpointStore* store, PutPipeline* puts, ServiceLimits limits)
-      : store_(store), puts_(puts), limits_(limits) {}
+  // `store`, `puts` and `decoder` (dense gets' codec; the CPU reference when null) must outlive
+  // the service.
+  StateCacheService(core::CheckpointStore* store, PutPipeline* puts, ServiceLimits limits,
+                    StateDecoder* decoder = nullptr)
+      : store_(store), puts_(puts), limits_(limits), decoder_(decoder) {}
 
   grpc::Status RegisterNamespace(grpc::ServerContext* context,
                                  const v1::RegisterNamespaceRequest* request,
@@ -55,6 +58,7 @@ class StateCacheService final : public v1::StateCache::Service {
   core::CheckpointStore* const store_;
   PutPipeline* const puts_;
   const ServiceLimits limits_;
+  StateDecoder* const decoder_;
 };
 
 }  // namespace leapcache::server

@@ -4,15 +4,18 @@
 // (staged through pinned host memory when UCX has no CUDA transport, direct otherwise), over
 // NCCL (send/recv between the server's GPU and the engine's; needs the engine on another GPU,
 // so it runs only with LEAPCACHE_TEST_ENGINE_GPU=1 on a machine with two) and over the inline
-// fallback. Every byte is checked after copying the device buffer back.
+// fallback. Every byte is checked after copying the device buffer back. Dense gets decoded by the
+// server's decode kernel are checked against the reference decode.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "gpu/half.h"
 #include "leapcache/data_plane.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/service_fixture.h"
@@ -69,8 +72,11 @@ int EngineGpu() {
 class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterface<Transport> {
  protected:
   std::vector<std::string> ServerArgs() const override {
-    // The CPU reference encodes dense puts, so the stored blobs are exactly the reference's.
-    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--encode-backend=cpu"};
+    // The CPU reference encodes dense puts and decodes dense gets, so the stored blobs and the
+    // states served are exactly the reference's (DenseGetsDecodedOnTheServersGpu takes the
+    // kernels).
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--encode-backend=cpu",
+            "--dense-decode-backend=cpu"};
   }
   void SetUp() override {
     int devices = 0;
@@ -178,6 +184,65 @@ TEST_P(DeviceTransferTest, CudaIpcSessionsTakeDeviceBuffersOnly) {
                 .status()
                 .code(),
             absl::StatusCode::kOutOfRange);
+}
+
+// The server's own choice of dense-get decoder on a GPU: the decode kernel. Both ways to read a
+// dense checkpoint (StateCache's messages and an attached engine's CUDA IPC buffer) serve the
+// same bytes, and they are the reference decode's bf16 codes, or others within rounding where the
+// fp32 values straddle a rounding boundary (the kernel's fp32 arithmetic runs in another order).
+class KernelDecodeTest : public ServiceTest {
+ protected:
+  std::vector<std::string> ServerArgs() const override {
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--dense-decode-backend=cuda"};
+  }
+};
+
+TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-kernel-decode", 4, 8, 128);
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 13));
+  ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(3), 1), blobs).ok());
+  const DenseEncoding bf16_vk{DType::kBf16, Layout::kVK};
+  absl::StatusOr<client::Checkpoint> inline_get =
+      client_->Get({ns.id, TestHash(3), {}, bf16_vk});
+  ASSERT_TRUE(inline_get.ok()) << inline_get.status();
+  const std::vector<uint8_t> want = ToBf16Bytes(DecodeBlobs(spec, blobs, Layout::kVK));
+  ASSERT_EQ(inline_get->bytes.size(), want.size());
+  // Codes differ only where the fp32 values straddle a rounding boundary: by one bf16 step, or
+  // by fp32 rounding of the states' scale for elements near zero (where the sums cancel).
+  const std::vector<float> ref_fp32 = DecodeBlobs(spec, blobs, Layout::kVK);
+  double scale = 0;
+  for (float x : ref_fp32) scale += double(x) * x;
+  scale = std::sqrt(scale / ref_fp32.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < ref_fp32.size(); ++i) {
+    const uint16_t got = inline_get->bytes[2 * i] | inline_get->bytes[2 * i + 1] << 8;
+    const uint16_t ref = want[2 * i] | want[2 * i + 1] << 8;
+    if (got == ref) continue;
+    const float diff = std::fabs(Bf16ToFloat(got) - Bf16ToFloat(ref));
+    const float step = std::ldexp(1.0f, std::ilogb(ref_fp32[i]) - 7);
+    ASSERT_TRUE(diff <= step || diff <= 1e-5 * scale) << "element " << i;
+    ++differ;
+  }
+  EXPECT_LT(differ, ref_fp32.size() / 1000);
+
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  client::ClientOptions options;
+  options.target = server_->target();
+  client::EngineIdentity identity;
+  identity.name = "kernel-decode-engine";
+  client::AttachOptions attach;
+  attach.transports = {Transport::kCudaIpc};
+  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  DeviceBuffer dst(want.size());
+  ASSERT_EQ(cudaMemset(dst.get(), 0xFF, dst.size()), cudaSuccess);  // poison
+  auto id = (*engine)->RegisterBuffer(dst.get(), dst.size(), MemoryKind::kCuda);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto got = (*engine)->GetInto({ns.id, TestHash(3), {}, bf16_vk}, *id, 0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(dst.Download(0, want.size()) == inline_get->bytes);
+  EXPECT_EQ(Stats().leases, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceTransferTest,

@@ -199,6 +199,15 @@ TEST(ValidateConfigTest, CrossFieldRules) {
   EXPECT_TRUE(ValidateConfig(c).ok());  // metrics disabled
   c.listen = "[::1:7470";
   EXPECT_FALSE(ValidateConfig(c).ok());
+  for (const char* backend : {"cpu", "cuda", "auto"}) {
+    c = ServerConfig();
+    c.dense_decode_backend = backend;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << backend;
+  }
+  c.dense_decode_backend = "gpu";
+  const absl::Status st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("dense_decode_backend"), std::string::npos) << st;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The wire side of puts and gets without gRPC: PutPipeline (compact pass-through, dense encoding
 // in order with checksums, expiry of its bookkeeping) and CheckpointReader (chunks of any size,
-// compact and dense, leases released) over a real CheckpointStore on a host tier.
+// compact and dense, a decoder's batches, leases released) over a real CheckpointStore on a host
+// tier.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "service/core/host_tier.h"
 #include "service/server/checkpoint_reader.h"
 #include "service/server/put_pipeline.h"
+#include "service/server/state_decoder.h"
 
 namespace leapcache::server {
 namespace {
@@ -211,6 +213,64 @@ TEST_F(PipelineTest, ReaderChunksSplitBlobsAndStatesAnywhere) {
   ReadRequest missing{ns_.id, {}, {0, kHeads}, std::nullopt};
   missing.hash[0] = 99;
   EXPECT_EQ(CheckpointReader::Open(*store_, missing).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A decoder taking `batch` states per call (the CPU reference underneath), recording every call,
+// so that the reader's batching runs without a GPU.
+class BatchingDecoder final : public StateDecoder {
+ public:
+  explicit BatchingDecoder(size_t batch) : batch_(batch) {}
+  const char* BackendFor(const BlobSpec&) const override { return "cpu"; }
+  size_t BatchFor(const BlobSpec&) const override { return batch_; }
+  absl::Status Decode(const BlobSpec& spec, const DenseFormat& format, size_t n,
+                      absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
+                      absl::FunctionRef<std::string(size_t)> describe,
+                      std::span<uint8_t> out) override {
+    EXPECT_LE(n, batch_);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; ++i) names.push_back(describe(i));
+    calls.push_back(names);
+    return CpuStateDecoder().Decode(spec, format, n, blob, describe, out);
+  }
+  std::vector<std::vector<std::string>> calls;
+
+ private:
+  const size_t batch_;
+};
+
+TEST_F(PipelineTest, ReaderDecodesInTheDecodersBatches) {
+  const std::vector<uint8_t> blobs = ReferenceBlobs();
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(9), std::nullopt);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 0, blobs).ok());
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
+  const DenseFormat bf16{DenseDType::kBf16, Orientation::kKV};
+  const std::vector<uint8_t> one_by_one = ReadAll(9, bf16, 1000);
+  for (size_t chunk : {size_t{5}, size_t{1} << 20}) {
+    BatchingDecoder decoder(3);
+    ReadRequest r{ns_.id, {}, {0, kHeads}, bf16};
+    r.hash[0] = 9;
+    absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
+        CheckpointReader::Open(*store_, r, &decoder);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::vector<uint8_t> out((*reader)->shape().total_bytes);
+    for (size_t at = 0; !(*reader)->done();) {
+      absl::StatusOr<size_t> got =
+          (*reader)->Read(std::span(out).subspan(at, std::min(chunk, out.size() - at)));
+      ASSERT_TRUE(got.ok()) << got.status();
+      at += *got;
+    }
+    EXPECT_EQ(out, one_by_one) << chunk;
+    // 8 states in (layer, head) order: batches of 3, 3 and the last 2, each state named right.
+    const std::vector<std::vector<std::string>> want = {
+        {"stored blob of layer 0 head 0", "stored blob of layer 0 head 1",
+         "stored blob of layer 0 head 2"},
+        {"stored blob of layer 0 head 3", "stored blob of layer 1 head 0",
+         "stored blob of layer 1 head 1"},
+        {"stored blob of layer 1 head 2", "stored blob of layer 1 head 3"}};
+    EXPECT_EQ(decoder.calls, want) << chunk;
+  }
+  EXPECT_EQ(store_->Stats().leases, 0u);
 }
 
 }  // namespace

@@ -73,6 +73,46 @@ const ExtendFn kExtend = [] {
 
 }  // namespace
 
+namespace {
+
+// A 32 x 32 matrix over GF(2) as its columns; times() applies it to a vector.
+uint32_t Times(const uint32_t* matrix, uint32_t v) {
+  uint32_t sum = 0;
+  for (int n = 0; v != 0; ++n, v >>= 1) {
+    if (v & 1) sum ^= matrix[n];
+  }
+  return sum;
+}
+
+// out = a after b.
+void Compose(const uint32_t* a, const uint32_t* b, uint32_t* out) {
+  uint32_t r[32];
+  for (int n = 0; n < 32; ++n) r[n] = Times(a, b[n]);
+  std::memcpy(out, r, sizeof(r));
+}
+
+}  // namespace
+
+Crc32cCombiner::Crc32cCombiner(size_t b_bytes) {
+  // One zero bit through the reflected register: bit 0 feeds the polynomial back, the others
+  // move down one place. Eight of them make one zero byte.
+  uint32_t power[32];
+  power[0] = 0x82F63B78u;
+  for (int n = 1; n < 32; ++n) power[n] = 1u << (n - 1);
+  for (int i = 0; i < 3; ++i) Compose(power, power, power);
+  for (int n = 0; n < 32; ++n) shift_[n] = 1u << n;  // identity
+  for (size_t k = b_bytes; k != 0; k >>= 1) {
+    if (k & 1) Compose(power, shift_, shift_);
+    if (k > 1) Compose(power, power, power);
+  }
+}
+
+uint32_t Crc32cCombiner::Combine(uint32_t crc_a, uint32_t crc_b) const {
+  // The pre- and post-inversions of A and B cancel with those of A || B but for B's part,
+  // which crc_b carries: the register after A, moved across |B| zero bytes, plus crc_b.
+  return Times(shift_, crc_a) ^ crc_b;
+}
+
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
 #if defined(__x86_64__)

@@ -33,19 +33,25 @@ if [ "$gpus" -ge 2 ]; then
   "$(dirname "$0")/device_two_gpu_check.sh" "$bundle" "$out" || status=1
 fi
 # Transfers per transport with the server in its own process (CUDA IPC needs that), the engine's
-# buffers on GPU 0 (GPU 1: device_two_gpu_check.sh); dense gets decoded by the decode kernel, then
-# by the CPU reference (the server's dense_decode_backend), one after the other.
-for decode in cuda cpu; do
+# buffers on GPU 0 (GPU 1: device_two_gpu_check.sh), one server after the other: dense gets
+# decoded by the decode kernel, then by the CPU reference (the server's dense_decode_backend);
+# then checkpoints held in a 4 GiB GPU tier (CUDA IPC gets copy device to device from it).
+for run in decode_cuda decode_cpu gpu_tier; do
+  case $run in
+    decode_cuda) flags=(--dense-decode-backend=cuda) ;;
+    decode_cpu) flags=(--dense-decode-backend=cpu) ;;
+    gpu_tier) flags=(--gpu-memory-budget=4GiB --gpu-device=0) ;;
+  esac
   rm -f "$out/server.port"
   "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= --memory-budget=2GiB \
-    --dense-decode-backend=$decode --port-file="$out/server.port" > "$out/server.log" 2>&1 &
+    "${flags[@]}" --port-file="$out/server.port" > "$out/server.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do [ -s "$out/server.port" ] && break; sleep 0.1; done
-  echo "dense gets decoded on $decode:"
+  echo "server ${flags[*]}:"
   timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=5 \
     --target="127.0.0.1:$(cat "$out/server.port")" --engine-gpu=0 \
-    --json="$out/transfer_bench_engine_gpu0_decode_$decode.json" |
-    grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_decode_$decode.md" || status=1
+    --json="$out/transfer_bench_engine_gpu0_$run.json" |
+    grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_$run.md" || status=1
   kill -TERM "$server"
   wait "$server" || true
 done

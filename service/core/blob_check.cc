@@ -35,7 +35,8 @@ std::optional<BlobSpec> PeekSpec(std::span<const uint8_t> blob) {
 }  // namespace
 
 absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
-                           const Placement& placement, HeadRange heads, uint32_t expected_crc) {
+                           const Placement& placement, HeadRange heads, uint32_t expected_crc,
+                           std::vector<uint32_t>* blob_crcs) {
   std::vector<uint8_t> scratch;  // only for tiers that are not host-addressable
   const auto blob_at = [&](size_t i) -> absl::StatusOr<std::span<const uint8_t>> {
     const PageId page = placement.PageOf(i);
@@ -52,10 +53,14 @@ absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
                         heads.begin + static_cast<int>(i % heads.size()), ")");
   };
 
+  // Each blob's own CRC, and the upload's folded from them (one pass over the bytes).
+  const Crc32cCombiner fold(placement.blob_bytes);
+  std::vector<uint32_t> crcs(placement.blobs);
   uint32_t crc = 0;
   for (size_t i = 0; i < placement.blobs; ++i) {
     LC_ASSIGN_OR_RETURN(std::span<const uint8_t> blob, blob_at(i));
-    crc = Crc32cExtend(crc, blob.data(), blob.size());
+    crcs[i] = Crc32c(blob.data(), blob.size());
+    crc = fold.Combine(crc, crcs[i]);
   }
   if (crc != expected_crc) {
     return absl::DataLossError(absl::StrFormat(
@@ -73,6 +78,7 @@ absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
     absl::Status st = FromFormatStatus(ParseBlob(blob).status());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat(where(i), ": ", st.message()));
   }
+  *blob_crcs = std::move(crcs);
   return absl::OkStatus();
 }
 

@@ -19,8 +19,10 @@ namespace leapcache::core {
 //     INVALID_ARGUMENT naming the (layer, head) and both specs;
 //  3. each blob passes ParseBlob (gpu/format.h): DATA_LOSS / INVALID_ARGUMENT naming the
 //     (layer, head), e.g. for a truncated upload whose tail is stale or zero.
-// Reads only; the caller owns the placement's pages.
+// Reads only; the caller owns the placement's pages. On success *blob_crcs holds each blob's
+// CRC-32C in (layer, head) order, recorded with the checkpoint (ReadLease::BlobCrc).
 absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
-                           const Placement& placement, HeadRange heads, uint32_t expected_crc);
+                           const Placement& placement, HeadRange heads, uint32_t expected_crc,
+                           std::vector<uint32_t>* blob_crcs);
 
 }  // namespace leapcache::core

@@ -209,8 +209,9 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
     return absl::DeadlineExceededError(absl::StrCat("put ", id, " passed its deadline"));
   }
 
+  std::vector<uint32_t> blob_crcs;
   absl::Status st = CheckPutBlobs(*put->ns, residency_.tier(put->placement.tier), put->placement,
-                                  put->heads, crc32c);
+                                  put->heads, crc32c, &blob_crcs);
   if (!st.ok()) {
     WriterLock lock(&puts_mu_);
     put->state = PendingPut::State::kOpen;  // unchanged: the caller may fix and retry, or Abort
@@ -221,7 +222,7 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
   const size_t bytes = put->placement.blobs * put->placement.blob_bytes;
   index_.CommitPut(put->key, put->heads, [&](uint64_t current_entry_id) {
     return residency_.AddPart(current_entry_id, put->key, put->position, *put->ns, put->heads,
-                              std::move(put->placement));
+                              std::move(put->placement), std::move(blob_crcs));
   });
   {
     WriterLock lock(&puts_mu_);

@@ -50,6 +50,14 @@ class MemoryTier {
   // The host address of the page's first byte, or nullptr if the tier's memory is not
   // host-addressable (device memory). Stable for the tier's lifetime.
   virtual uint8_t* HostAddress(PageId page) const = 0;
+  // Device memory: the CUDA device holding the tier and the device address of a page's first
+  // byte; -1 and nullptr for host memory. The core never dereferences it; transports that copy
+  // device to device (CUDA IPC) serve gets from it without a trip through the host.
+  virtual int cuda_device() const { return -1; }
+  virtual const uint8_t* DeviceAddress(PageId page) const {
+    (void)page;
+    return nullptr;
+  }
 };
 
 // Copies n bytes between two (tier, page, offset) places, directly when either side is

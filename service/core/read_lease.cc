@@ -49,6 +49,30 @@ bool ReadLease::host_addressable() const {
                                 [](const BlobLocation& b) { return b.host != nullptr; });
 }
 
+uint32_t ReadLease::BlobCrc(int layer, int head) const {
+  LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
+           "ReadLease::BlobCrc outside the lease");
+  return blobs_[IndexOf(layer, head)].crc32c;
+}
+
+int ReadLease::cuda_device() const {
+  if (!valid() || blobs_.empty()) return -1;
+  const int device = blobs_.front().tier->cuda_device();
+  for (const BlobLocation& b : blobs_) {
+    if (b.tier->cuda_device() != device || b.tier->DeviceAddress(b.page) == nullptr) return -1;
+  }
+  return device;
+}
+
+const uint8_t* ReadLease::DeviceBlob(int layer, int head) const {
+  LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
+           "ReadLease::DeviceBlob outside the lease");
+  const BlobLocation& b = blobs_[IndexOf(layer, head)];
+  const uint8_t* page = b.tier->DeviceAddress(b.page);
+  LC_CHECK(page != nullptr, "ReadLease::DeviceBlob on memory that is not on a device");
+  return page + b.offset;
+}
+
 size_t ReadLease::IndexOf(int layer, int head) const {
   return static_cast<size_t>(layer) * heads_.size() + (head - heads_.begin);
 }

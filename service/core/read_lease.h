@@ -49,6 +49,17 @@ class ReadLease {
   // Copies every blob in (layer, head) order. INVALID_ARGUMENT if dst.size() != total_bytes().
   absl::Status CopyAll(std::span<uint8_t> dst) const;
 
+  // The CRC-32C of the blob of (layer, head), recorded when it was committed. REQUIRES: valid(),
+  // (layer, head) inside the lease.
+  uint32_t BlobCrc(int layer, int head) const;
+
+  // The CUDA device holding every blob of the lease, or -1 if any is elsewhere (host memory,
+  // another device) or the lease is not valid.
+  int cuda_device() const;
+  // The device address of the blob of (layer, head). REQUIRES: cuda_device() >= 0, (layer, head)
+  // inside the lease.
+  const uint8_t* DeviceBlob(int layer, int head) const;
+
   // Drops the lease now (idempotent).
   void Release();
 

@@ -317,7 +317,7 @@ void ResidencyTable::ReleaseReservation(const Placement& placement) {
 
 uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
                                  const Position& position, const NamespaceInfo& ns, HeadRange heads,
-                                 Placement placement) {
+                                 Placement placement, std::vector<uint32_t> blob_crcs) {
   WriterLock lock(&mu_);
   Resident* r = entry_id != 0 ? FindLive(entry_id) : nullptr;
   if (r == nullptr) {
@@ -335,7 +335,7 @@ uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
   reserved_pages_[tier] -= placement.pages.size();
   r->pages[tier] += placement.pages.size();
   Account(+1, ns, placement);
-  r->parts.push_back(Part{heads, std::move(placement)});
+  r->parts.push_back(Part{heads, std::move(placement), std::move(blob_crcs)});
   Touch(r);  // a commit is an access
   SyncPolicies(r);
   return r->id;
@@ -383,6 +383,7 @@ absl::StatusOr<std::vector<BlobLocation>> ResidencyTable::AcquireLease(
       loc.tier = tiers_[pl.tier].get();
       loc.page = pl.PageOf(i);
       loc.offset = pl.OffsetOf(i);
+      loc.crc32c = part->blob_crcs[i];
       if (const uint8_t* base = loc.tier->HostAddress(loc.page); base != nullptr) {
         loc.host = base + loc.offset;
       }

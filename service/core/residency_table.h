@@ -71,6 +71,7 @@ struct BlobLocation {
   PageId page = 0;
   size_t offset = 0;
   const uint8_t* host = nullptr;  // nullptr if the tier is not host-addressable
+  uint32_t crc32c = 0;             // of the blob's bytes, recorded at commit
 };
 
 // An entry dropped from the cache, to be unlinked from the index.
@@ -103,9 +104,11 @@ class ResidencyTable {
   void ReleaseReservation(const Placement& placement);
 
   // Turns a reservation into the committed part `heads` of entry `entry_id`, or of a new entry
-  // (for `key` at `position`) if entry_id is 0 or no longer lives. Returns the entry's id.
+  // (for `key` at `position`) if entry_id is 0 or no longer lives, with its blobs' CRC-32Cs in
+  // (layer, head) order. Returns the entry's id.
   uint64_t AddPart(uint64_t entry_id, const CheckpointKey& key, const Position& position,
-                   const NamespaceInfo& ns, HeadRange heads, Placement placement);
+                   const NamespaceInfo& ns, HeadRange heads, Placement placement,
+                   std::vector<uint32_t> blob_crcs);
   bool IsLive(uint64_t entry_id) const;
 
   // Takes a read lease on `heads` of a live entry and returns its blobs in (layer, head) order;
@@ -132,6 +135,7 @@ class ResidencyTable {
   struct Part {
     HeadRange heads;
     Placement placement;
+    std::vector<uint32_t> blob_crcs;  // recorded at commit; bytes never change, wherever moved
   };
   struct Resident {
     uint64_t id = 0;

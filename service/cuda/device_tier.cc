@@ -50,7 +50,7 @@ DeviceTier::~DeviceTier() {
   cudaFree(base_);
 }
 
-uint8_t* DeviceTier::DeviceAddress(core::PageId page) const {
+uint8_t* DeviceTier::PageAddress(core::PageId page) const {
   return page < pages_.capacity_pages() ? base_ + static_cast<size_t>(page) * page_bytes_ : nullptr;
 }
 
@@ -63,7 +63,7 @@ absl::Status DeviceTier::CopyIn(core::PageId page, size_t offset, std::span<cons
   if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
     return CudaError(e, "cudaSetDevice");
   if (cudaError_t e =
-          cudaMemcpy(DeviceAddress(page) + offset, src.data(), src.size(), cudaMemcpyHostToDevice);
+          cudaMemcpy(PageAddress(page) + offset, src.data(), src.size(), cudaMemcpyHostToDevice);
       e != cudaSuccess) {
     return CudaError(e, absl::StrCat("tier ", name_, ": copy into page ", page));
   }
@@ -78,7 +78,7 @@ absl::Status DeviceTier::CopyOut(core::PageId page, size_t offset, std::span<uin
   if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
     return CudaError(e, "cudaSetDevice");
   if (cudaError_t e =
-          cudaMemcpy(dst.data(), DeviceAddress(page) + offset, dst.size(), cudaMemcpyDeviceToHost);
+          cudaMemcpy(dst.data(), PageAddress(page) + offset, dst.size(), cudaMemcpyDeviceToHost);
       e != cudaSuccess) {
     return CudaError(e, absl::StrCat("tier ", name_, ": copy out of page ", page));
   }

@@ -38,12 +38,14 @@ class DeviceTier final : public core::MemoryTier {
   absl::Status CopyIn(core::PageId page, size_t offset, std::span<const uint8_t> src) override;
   absl::Status CopyOut(core::PageId page, size_t offset, std::span<uint8_t> dst) const override;
   uint8_t* HostAddress(core::PageId) const override { return nullptr; }
+  int cuda_device() const override { return device_; }
+  const uint8_t* DeviceAddress(core::PageId page) const override { return PageAddress(page); }
 
   int device() const { return device_; }
-  // The device address of a page (for kernels and CUDA IPC export).
-  uint8_t* DeviceAddress(core::PageId page) const;
 
  private:
+  uint8_t* PageAddress(core::PageId page) const;
+
   DeviceTier(std::string name, int device, uint8_t* base, size_t page_bytes, size_t pages);
 
   const std::string name_;

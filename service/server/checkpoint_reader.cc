@@ -80,6 +80,24 @@ absl::Status CheckpointReader::LoadNext() {
   return absl::OkStatus();
 }
 
+std::vector<const uint8_t*> CheckpointReader::TakeDeviceBlobs(int device) {
+  if (shape_.dense.has_value() || offset_ != 0 || device < 0 || lease_.cuda_device() != device) {
+    return {};
+  }
+  std::vector<const uint8_t*> blobs;
+  blobs.reserve(lease_.num_blobs());
+  const Crc32cCombiner fold(shape_.blob_bytes);
+  for (size_t i = 0; i < lease_.num_blobs(); ++i) {
+    const int layer = static_cast<int>(i / shape_.heads.size());
+    const int head = shape_.heads.begin + static_cast<int>(i % shape_.heads.size());
+    blobs.push_back(lease_.DeviceBlob(layer, head));
+    crc_ = fold.Combine(crc_, lease_.BlobCrc(layer, head));
+  }
+  next_item_ = lease_.num_blobs();
+  offset_ = shape_.total_bytes;
+  return blobs;
+}
+
 absl::StatusOr<size_t> CheckpointReader::Read(std::span<uint8_t> out) {
   size_t n = 0;
   while (n < out.size() && !done()) {

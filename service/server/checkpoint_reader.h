@@ -61,6 +61,14 @@ class CheckpointReader {
   // CRC-32C of the bytes read so far.
   uint32_t crc32c() const { return crc_; }
 
+  // For a transport that copies device to device: when the read is compact, nothing has been
+  // read yet and every blob sits in device memory of CUDA device `device` (the GPU tier), the
+  // blobs' device addresses in (layer, head) order, to be copied in place by the caller under
+  // this reader's lease. The reader is then done, its crc32c() folded from the CRCs recorded at
+  // commit (the bytes are not read on the host; a receiver's own check still covers them).
+  // Otherwise empty, and the reader unchanged.
+  std::vector<const uint8_t*> TakeDeviceBlobs(int device);
+
  private:
   CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder);
   // Makes the next items (one (layer, head) blob, or a decoder's batch of decoded states) the

@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<transport::PeerConnection>> DataPlaneTransports::
       return std::unique_ptr<transport::PeerConnection>();
     case TransportKind::kCudaIpc:
 #ifdef LEAPCACHE_TRANSPORT_CUDA
-      if (cuda_ipc_) return transport::ConnectCudaIpc(engine_pid);
+      if (cuda_ipc_) return transport::ConnectCudaIpc(engine_pid, cuda_device_);
 #endif
       break;
     case TransportKind::kNccl:

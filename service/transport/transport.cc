@@ -61,7 +61,8 @@ absl::Status ValidateDescriptor(const BufferDescriptor& d, TransportKind expecte
   return absl::OkStatus();
 }
 
-absl::Status ValidateTransfers(const BufferDescriptor& region, std::span<const TransferOp> ops) {
+absl::Status ValidateTransfers(const BufferDescriptor& region, std::span<const TransferOp> ops,
+                               bool takes_device_memory) {
   if (ops.empty()) return absl::InvalidArgumentError("the transfer list is empty");
   for (size_t i = 0; i < ops.size(); ++i) {
     const TransferOp& op = ops[i];
@@ -70,6 +71,14 @@ absl::Status ValidateTransfers(const BufferDescriptor& region, std::span<const T
     }
     if (op.direction != Direction::kWrite && op.direction != Direction::kRead) {
       return absl::InvalidArgumentError(absl::StrCat("transfer ", i, " has no direction"));
+    }
+    if (op.local_memory == MemoryKind::kCuda && !takes_device_memory) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "transfer ", i, " has local device memory, which ", TransportName(region.transport),
+          " connections do not take"));
+    }
+    if (op.local_memory != MemoryKind::kHost && op.local_memory != MemoryKind::kCuda) {
+      return absl::InvalidArgumentError(absl::StrCat("transfer ", i, " has no local memory kind"));
     }
     if (op.remote_offset > region.bytes || op.local.size() > region.bytes - op.remote_offset) {
       return absl::OutOfRangeError(absl::StrCat("transfer ", i, " covers [", op.remote_offset,

@@ -69,6 +69,9 @@ struct TransferOp {
   Direction direction = Direction::kWrite;
   std::span<uint8_t> local;
   uint64_t remote_offset = 0;
+  // kCuda: `local` is device memory of the executing side's CUDA device (its current device),
+  // for connections that take it (PeerConnection::takes_device_memory).
+  MemoryKind local_memory = MemoryKind::kHost;
 };
 
 // Checks a descriptor received from a peer: the transport and memory kinds are ones this side
@@ -76,8 +79,10 @@ struct TransferOp {
 absl::Status ValidateDescriptor(const BufferDescriptor& descriptor, TransportKind expected,
                                 const Capabilities& accepts);
 // Checks a transfer list against the region it targets: every op non-empty, with a local span,
-// and inside the region (OUT_OF_RANGE naming the op otherwise).
-absl::Status ValidateTransfers(const BufferDescriptor& region, std::span<const TransferOp> ops);
+// and inside the region (OUT_OF_RANGE naming the op otherwise); local device memory only where
+// the connection takes it (INVALID_ARGUMENT otherwise).
+absl::Status ValidateTransfers(const BufferDescriptor& region, std::span<const TransferOp> ops,
+                               bool takes_device_memory = false);
 
 // Local memory registered with a transport; unregistered when destroyed. Must not outlive the
 // Transport that made it.
@@ -112,6 +117,9 @@ class PeerConnection {
   // partial write; `local` spans of reads hold unspecified bytes.
   virtual absl::Status Execute(RemoteRegion& region, std::span<const TransferOp> ops,
                                absl::Time deadline) = 0;
+  // Whether Execute takes ops whose local memory is on the executing side's CUDA device (CUDA
+  // IPC: device to device, never through the host).
+  virtual bool takes_device_memory() const { return false; }
   // OK while the peer is reachable as far as this side knows.
   virtual absl::Status health() const = 0;
 

@@ -121,8 +121,8 @@ TEST_P(DeviceTransferTest, CompactAndDenseCheckpointsInAndOutOfDeviceMemoryByteE
   auto dst_id = (*engine)->RegisterBuffer(dst.get(), dst.size(), MemoryKind::kCuda);
   ASSERT_TRUE(dst_id.ok()) << dst_id.status();
 
-  ASSERT_TRUE((*engine)->PutFrom(Target(ns.id, TestHash(1), 1), std::nullopt, *src_id, 256,
-                                 blobs.size())
+  ASSERT_TRUE((*engine)
+                  ->PutFrom(Target(ns.id, TestHash(1), 1), std::nullopt, *src_id, 256, blobs.size())
                   .ok());
   ASSERT_TRUE((*engine)
                   ->PutFrom(Target(ns.id, TestHash(2), 1), DenseEncoding{DType::kFp32, Layout::kKV},
@@ -168,8 +168,8 @@ TEST_P(DeviceTransferTest, CudaIpcSessionsTakeDeviceBuffersOnly) {
             absl::StatusCode::kFailedPrecondition);
   // A sub-range of an allocation is exported with its offset: writes land exactly there.
   DeviceBuffer big(1 << 20);
-  auto id = (*engine)->RegisterBuffer(static_cast<uint8_t*>(big.get()) + 4096, 65536,
-                                      MemoryKind::kCuda);
+  auto id =
+      (*engine)->RegisterBuffer(static_cast<uint8_t*>(big.get()) + 4096, 65536, MemoryKind::kCuda);
   ASSERT_TRUE(id.ok()) << id.status();
   const client::NamespaceSpec spec = SmallNamespace("tenant-ipc", 1, 2, 16);
   const client::NamespaceInfo ns = Register(spec);
@@ -180,10 +180,9 @@ TEST_P(DeviceTransferTest, CudaIpcSessionsTakeDeviceBuffersOnly) {
   EXPECT_TRUE(big.Download(4096, blobs.size()) == blobs);
   EXPECT_EQ(big.Download(0, 4096), std::vector<uint8_t>(4096, 0));
   // Past the registered range: refused before any copy.
-  EXPECT_EQ((*engine)->GetInto({ns.id, TestHash(9), {}, std::nullopt}, *id, 65536 - 8)
-                .status()
-                .code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      (*engine)->GetInto({ns.id, TestHash(9), {}, std::nullopt}, *id, 65536 - 8).status().code(),
+      absl::StatusCode::kOutOfRange);
 }
 
 // The server's own choice of dense-get decoder on a GPU: the decode kernel. Both ways to read a
@@ -203,8 +202,7 @@ TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
   const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 13));
   ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(3), 1), blobs).ok());
   const DenseEncoding bf16_vk{DType::kBf16, Layout::kVK};
-  absl::StatusOr<client::Checkpoint> inline_get =
-      client_->Get({ns.id, TestHash(3), {}, bf16_vk});
+  absl::StatusOr<client::Checkpoint> inline_get = client_->Get({ns.id, TestHash(3), {}, bf16_vk});
   ASSERT_TRUE(inline_get.ok()) << inline_get.status();
   const std::vector<uint8_t> want = ToBf16Bytes(DecodeBlobs(spec, blobs, Layout::kVK));
   ASSERT_EQ(inline_get->bytes.size(), want.size());
@@ -245,9 +243,68 @@ TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
   EXPECT_EQ(Stats().leases, 0u);
 }
 
+// A server whose checkpoints sit in its GPU tier on device 0: CUDA IPC gets of compact
+// checkpoints are copied device to device from the tier into the engine's buffer (one batch,
+// no host staging); the bytes and the CRC the client checks them against are exact, for whole
+// checkpoints and head ranges, at any offset. Dense gets of the same checkpoints still decode.
+class GpuTierTransferTest : public ServiceTest {
+ protected:
+  std::vector<std::string> ServerArgs() const override {
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--gpu-memory-budget=512MiB",
+            "--gpu-device=0", "--dense-decode-backend=cpu"};
+  }
+};
+
+TEST_F(GpuTierTransferTest, CudaIpcGetsCopyFromTheGpuTierByteExact) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-gpu-tier", 4, 8, 128);
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<float> states = MakeStates(spec, 21);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, states);
+  ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(4), 1), blobs).ok());
+
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  client::ClientOptions options;
+  options.target = server_->target();
+  client::EngineIdentity identity;
+  identity.name = "gpu-tier-engine";
+  client::AttachOptions attach;
+  attach.transports = {Transport::kCudaIpc};
+  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  DeviceBuffer dst(blobs.size() * 2 + 4096);
+  ASSERT_EQ(cudaMemset(dst.get(), 0xA5, dst.size()), cudaSuccess);  // poison
+  auto id = (*engine)->RegisterBuffer(dst.get(), dst.size(), MemoryKind::kCuda);
+  ASSERT_TRUE(id.ok()) << id.status();
+
+  for (uint64_t offset : {uint64_t{0}, uint64_t{4096 + 7}}) {
+    auto got = (*engine)->GetInto({ns.id, TestHash(4), {}, std::nullopt}, *id, offset);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->total_bytes, blobs.size());
+    EXPECT_TRUE(dst.Download(offset, blobs.size()) == blobs) << "offset " << offset;
+  }
+  EXPECT_EQ(dst.Download(blobs.size() + 4096 + 7, 64), std::vector<uint8_t>(64, 0xA5))
+      << "nothing past the checkpoint";
+  // Heads 2..5 of every layer.
+  std::vector<uint8_t> want;
+  const size_t blob = blobs.size() / (4 * 8);
+  for (int l = 0; l < 4; ++l) {
+    want.insert(want.end(), blobs.begin() + (l * 8 + 2) * blob, blobs.begin() + (l * 8 + 6) * blob);
+  }
+  auto part = (*engine)->GetInto({ns.id, TestHash(4), {2, 6}, std::nullopt}, *id, 64);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_TRUE(dst.Download(64, want.size()) == want);
+  // A dense get of the same checkpoint goes through the host and decodes.
+  const std::vector<uint8_t> want_bf16 = ToBf16Bytes(DecodeBlobs(spec, blobs, Layout::kKV));
+  auto dense = (*engine)->GetInto(
+      {ns.id, TestHash(4), {}, DenseEncoding{DType::kBf16, Layout::kKV}}, *id, 0);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_TRUE(dst.Download(0, want_bf16.size()) == want_bf16);
+  EXPECT_EQ(Stats().leases, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceTransferTest,
-                         ::testing::Values(Transport::kCudaIpc, Transport::kUcx,
-                                           Transport::kNccl, Transport::kInline),
+                         ::testing::Values(Transport::kCudaIpc, Transport::kUcx, Transport::kNccl,
+                                           Transport::kInline),
                          [](const auto& info) {
                            switch (info.param) {
                              case Transport::kCudaIpc:

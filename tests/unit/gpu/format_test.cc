@@ -64,6 +64,28 @@ TEST(Crc32c, MatchesBitwiseReferenceAtEveryLengthAndAlignment) {
   }
 }
 
+TEST(Crc32c, CombineEqualsOnePassOverTheConcatenation) {
+  std::mt19937 rng(17);
+  std::vector<uint8_t> data(70000);
+  for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
+  for (size_t a : {size_t{0}, size_t{1}, size_t{64}, size_t{999}}) {
+    for (size_t b : {size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{19520}, size_t{65536}}) {
+      const Crc32cCombiner combiner(b);
+      EXPECT_EQ(combiner.Combine(Crc32c(data.data(), a), Crc32c(data.data() + a, b)),
+                Crc32c(data.data(), a + b))
+          << a << " + " << b;
+    }
+  }
+  // Folding equal-sized pieces, as a checkpoint's blobs are folded.
+  const size_t piece = 1000;
+  const Crc32cCombiner fold(piece);
+  uint32_t crc = 0;
+  for (size_t at = 0; at + piece <= data.size(); at += piece) {
+    crc = fold.Combine(crc, Crc32c(data.data() + at, piece));
+  }
+  EXPECT_EQ(crc, Crc32c(data.data(), data.size() / piece * piece));
+}
+
 // ---------------------------------------------------------------------------------------------
 // ValidateSpec
 

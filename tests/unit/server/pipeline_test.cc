@@ -273,5 +273,96 @@ TEST_F(PipelineTest, ReaderDecodesInTheDecodersBatches) {
   EXPECT_EQ(store_->Stats().leases, 0u);
 }
 
+// Host memory presented as device memory of CUDA device 0: not host-addressable, but with
+// "device addresses" this test can read, so that the reader's device path runs without a GPU.
+class DeviceLikeTier final : public core::MemoryTier {
+ public:
+  explicit DeviceLikeTier(std::unique_ptr<core::HostTier> memory) : memory_(std::move(memory)) {}
+  const std::string& name() const override { return memory_->name(); }
+  size_t page_bytes() const override { return memory_->page_bytes(); }
+  size_t capacity_pages() const override { return memory_->capacity_pages(); }
+  size_t used_pages() const override { return memory_->used_pages(); }
+  absl::Status Allocate(size_t n, std::vector<core::PageId>* pages) override {
+    return memory_->Allocate(n, pages);
+  }
+  void Free(std::span<const core::PageId> pages) override { memory_->Free(pages); }
+  absl::Status CopyIn(core::PageId page, size_t offset, std::span<const uint8_t> src) override {
+    return memory_->CopyIn(page, offset, src);
+  }
+  absl::Status CopyOut(core::PageId page, size_t offset, std::span<uint8_t> dst) const override {
+    return memory_->CopyOut(page, offset, dst);
+  }
+  uint8_t* HostAddress(core::PageId) const override { return nullptr; }
+  int cuda_device() const override { return 0; }
+  const uint8_t* DeviceAddress(core::PageId page) const override {
+    return memory_->HostAddress(page);
+  }
+
+ private:
+  std::unique_ptr<core::HostTier> memory_;
+};
+
+TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
+  // The host tier of the fixture: nothing on a device, the reader streams as before.
+  const std::vector<uint8_t> blobs = ReferenceBlobs();
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(5), std::nullopt);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 0, blobs).ok());
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
+  ReadRequest r{ns_.id, {}, {1, 3}, std::nullopt};
+  r.hash[0] = 5;
+  auto host_reader = std::move(CheckpointReader::Open(*store_, r)).value();
+  EXPECT_TRUE(host_reader->TakeDeviceBlobs(0).empty());
+  EXPECT_FALSE(host_reader->done());
+  host_reader.reset();
+
+  // A store whose only tier is "device 0".
+  std::vector<std::unique_ptr<core::MemoryTier>> tiers;
+  tiers.push_back(std::make_unique<DeviceLikeTier>(*core::HostTier::Create("gpu", 1 << 20, 4096)));
+  core::StoreOptions options;
+  options.reaper_interval = absl::ZeroDuration();
+  auto store = std::move(core::CheckpointStore::Create(options, std::move(tiers), &clock_)).value();
+  core::NamespaceSpec spec;
+  spec.tenant = "t";
+  spec.model = {kLayers, kHeads, kD, kD, StateKind::kGdn};
+  spec.format = ns_.spec.format;
+  const core::NamespaceInfo ns = *store->GetNamespace(*store->RegisterNamespace(spec));
+  PutPipeline puts(store.get(), clock_);
+  core::PutRequest put = Request(5);
+  put.ns = ns.id;
+  t = puts.Reserve(put, std::nullopt);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(puts.Upload(t->id, 0, blobs).ok());
+  ASSERT_TRUE(puts.Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
+
+  r.ns = ns.id;
+  auto reader = std::move(CheckpointReader::Open(*store, r)).value();
+  EXPECT_TRUE(reader->TakeDeviceBlobs(1).empty()) << "another device";
+  const std::vector<const uint8_t*> on_device = reader->TakeDeviceBlobs(0);
+  ASSERT_EQ(on_device.size(), size_t{kLayers} * 2);
+  EXPECT_TRUE(reader->done());
+  // Heads 1..2 of each layer, in place, and the CRC folded from the recorded ones equals the
+  // CRC of those bytes in order.
+  std::vector<uint8_t> want, got;
+  for (int l = 0; l < kLayers; ++l) {
+    for (int h = 1; h < 3; ++h) {
+      const size_t b = (static_cast<size_t>(l) * kHeads + h) * ns.blob_bytes;
+      want.insert(want.end(), blobs.begin() + b, blobs.begin() + b + ns.blob_bytes);
+    }
+  }
+  for (const uint8_t* p : on_device) got.insert(got.end(), p, p + ns.blob_bytes);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(reader->crc32c(), Crc32c(want.data(), want.size()));
+  EXPECT_EQ(store->Stats().leases, 1u) << "the lease lives with the reader";
+  // A dense read of device memory decodes as before.
+  reader = std::move(CheckpointReader::Open(
+                         *store,
+                         {ns.id, r.hash, {1, 3}, DenseFormat{DenseDType::kFp32, Orientation::kKV}}))
+               .value();
+  EXPECT_TRUE(reader->TakeDeviceBlobs(0).empty());
+  reader.reset();
+  EXPECT_EQ(store->Stats().leases, 0u);
+}
+
 }  // namespace
 }  // namespace leapcache::server

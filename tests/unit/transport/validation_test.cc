@@ -96,6 +96,19 @@ TEST(ValidateTransfers, RefusesOpsLeavingTheRegionAndNamesThem) {
   EXPECT_EQ(ValidateTransfers(UcxHostRegion(128), wrap).code(), absl::StatusCode::kOutOfRange);
 }
 
+TEST(ValidateTransfers, LocalDeviceMemoryOnlyWhereTheConnectionTakesIt) {
+  std::vector<uint8_t> local(64);
+  const TransferOp ops[] = {{Direction::kWrite, local, 0},
+                            {Direction::kWrite, local, 64, MemoryKind::kCuda}};
+  const absl::Status st = ValidateTransfers(UcxHostRegion(128), ops);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("transfer 1 has local device memory"), std::string::npos) << st;
+  EXPECT_TRUE(ValidateTransfers(UcxHostRegion(128), ops, /*takes_device_memory=*/true).ok());
+  const TransferOp unknown[] = {{Direction::kWrite, local, 0, static_cast<MemoryKind>(9)}};
+  EXPECT_EQ(ValidateTransfers(UcxHostRegion(128), unknown, true).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TransportNames, NameEveryKind) {
   EXPECT_EQ(TransportName(TransportKind::kInline), "inline");
   EXPECT_EQ(TransportName(TransportKind::kUcx), "ucx");

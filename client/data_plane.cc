@@ -26,6 +26,7 @@
 #ifdef LEAPCACHE_TRANSPORT_CUDA
 #include "service/transport/cuda_ipc.h"
 #include "service/transport/cuda_staging.h"
+#include "service/transport/device_crc32c.h"
 #endif
 #ifdef LEAPCACHE_TRANSPORT_NCCL
 #include <cuda_runtime_api.h>
@@ -530,21 +531,19 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
     if (!st.ok()) return st;
   }
 #endif
-  // The bytes as they landed, readable here: device memory the service wrote directly (CUDA
-  // IPC, UCX with CUDA support) is copied back for the check.
+  // The bytes as they landed: in host memory, or device memory the service wrote directly (CUDA
+  // IPC, NCCL, UCX with CUDA support), checked where it is.
   const uint8_t* landed = b.transfer_base() + offset;
-  std::vector<uint8_t> device_copy;
-  if (b.memory == MemoryKind::kCuda && !b.staged()) {
 #ifdef LEAPCACHE_TRANSPORT_CUDA
-    device_copy.resize(out->total_bytes);
-    if (absl::Status st = transport::CopyDeviceToHost(device_copy.data(), landed, out->total_bytes);
-        !st.ok()) {
-      return st;
-    }
-    landed = device_copy.data();
+  if (b.memory == MemoryKind::kCuda && !b.staged()) {
+    absl::StatusOr<uint32_t> crc = transport::DeviceCrc32c(landed, out->total_bytes);
+    if (!crc.ok()) return crc.status();
+    out->crc32c = *crc;
+  } else
 #endif
+  {
+    out->crc32c = Crc32c({landed, out->total_bytes});
   }
-  out->crc32c = Crc32c({landed, out->total_bytes});
   if (out->crc32c != r.crc32c()) {
     return absl::DataLossError(absl::StrCat("the bytes that landed have CRC-32C ", out->crc32c,
                                             ", the service sent ", r.crc32c()));

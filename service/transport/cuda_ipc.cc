@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_util.h"
+#include "service/transport/copy_batch_kernel.h"
 
 namespace leapcache::transport {
 namespace {
@@ -52,6 +53,7 @@ class CudaIpcConnection final : public PeerConnection {
  public:
   CudaIpcConnection(pid_t pid, int device) : pid_(pid), device_(device) {}
   ~CudaIpcConnection() override {
+    if (list_ != nullptr) cudaFreeAsync(list_, stream_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   TransportKind kind() const override { return TransportKind::kCudaIpc; }
@@ -75,8 +77,8 @@ class CudaIpcConnection final : public PeerConnection {
     if (cudaError_t e = cudaIpcOpenMemHandle(&base, key.handle, cudaIpcMemLazyEnablePeerAccess);
         e != cudaSuccess) {
       cudaGetLastError();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer.remote_key: cudaIpcOpenMemHandle: ", cudaGetErrorString(e)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer.remote_key: cudaIpcOpenMemHandle: ", cudaGetErrorString(e)));
     }
     return std::unique_ptr<RemoteRegion>(
         new CudaIpcRegion(base, static_cast<uint8_t*>(base) + key.offset, d));
@@ -127,39 +129,41 @@ class CudaIpcConnection final : public PeerConnection {
   }
 
  private:
-  // The ops whose local memory is on the service's device, as one batch of device-to-device
-  // copies (cudaMemcpyBatchAsync: one call for a checkpoint's thousand blobs) on the
-  // connection's stream, waited for here: the engine reads as soon as the call returns.
+  // The ops whose local memory is on the service's device, as one kernel launch of
+  // device-to-device copies (copy_batch_kernel.h: a checkpoint's thousand blobs as one launch,
+  // not a thousand copy-engine operations) on the connection's stream, waited for here: the
+  // engine reads as soon as the call returns.
   absl::Status CopyDeviceOps(CudaIpcRegion& r, std::span<const TransferOp> ops,
                              absl::Time deadline) {
-    std::vector<void*> dsts;
-    std::vector<const void*> srcs;
-    std::vector<size_t> sizes;
+    copies_.clear();
     for (const TransferOp& op : ops) {
       if (op.local_memory != MemoryKind::kCuda) continue;
       uint8_t* remote = r.buffer() + op.remote_offset;
-      const bool write = op.direction == Direction::kWrite;
-      dsts.push_back(write ? static_cast<void*>(remote) : op.local.data());
-      srcs.push_back(write ? static_cast<const void*>(op.local.data()) : remote);
-      sizes.push_back(op.local.size());
+      if (op.direction == Direction::kWrite) {
+        copies_.push_back({op.local.data(), remote, op.local.size()});
+      } else {
+        copies_.push_back({remote, op.local.data(), op.local.size()});
+      }
     }
-    if (dsts.empty()) return absl::OkStatus();
+    if (copies_.empty()) return absl::OkStatus();
     LC_RETURN_IF_ERROR(health());
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError("CUDA IPC transfer passed its deadline");
     }
-    if (stream_ == nullptr) {
-      if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-          e != cudaSuccess) {
-        stream_ = nullptr;
-        return CudaError(e, "cudaStreamCreate");
-      }
+    const size_t list_bytes = copies_.size() * sizeof(DeviceCopy);
+    cudaError_t e = cudaSuccess;
+    if (stream_ == nullptr) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e == cudaSuccess && list_bytes > list_capacity_) {
+      if (list_ != nullptr) cudaFreeAsync(list_, stream_);
+      list_ = nullptr;
+      list_capacity_ = 0;
+      e = cudaMallocAsync(reinterpret_cast<void**>(&list_), list_bytes, stream_);
+      if (e == cudaSuccess) list_capacity_ = list_bytes;
     }
-    cudaMemcpyAttributes attributes{};
-    attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    size_t first = 0;
-    cudaError_t e = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(),
-                                         &attributes, &first, 1, stream_);
+    if (e == cudaSuccess) {
+      e = cudaMemcpyAsync(list_, copies_.data(), list_bytes, cudaMemcpyHostToDevice, stream_);
+    }
+    if (e == cudaSuccess) e = LaunchCopyBatch(list_, copies_.size(), stream_);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
     if (e != cudaSuccess) {
       failed_ = true;
@@ -171,7 +175,10 @@ class CudaIpcConnection final : public PeerConnection {
 
   const pid_t pid_;
   const int device_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;   // the device ops' stream, on device_
+  std::vector<DeviceCopy> copies_;  // the copy list as built on the host
+  DeviceCopy* list_ = nullptr;      // ... and on the device
+  size_t list_capacity_ = 0;
   bool failed_ = false;
 };
 
@@ -193,15 +200,15 @@ absl::StatusOr<std::unique_ptr<Registration>> ExportCudaIpc(void* ptr, size_t by
   }
   CUdeviceptr base = 0;
   size_t size = 0;
-  if (CUresult r = reinterpret_cast<GetAddressRange>(fn)(&base, &size,
-                                                         reinterpret_cast<CUdeviceptr>(ptr));
+  if (CUresult r =
+          reinterpret_cast<GetAddressRange>(fn)(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
       r != CUDA_SUCCESS) {
     return absl::InvalidArgumentError("buffer is not device memory of this process");
   }
   const uint64_t offset = reinterpret_cast<CUdeviceptr>(ptr) - base;
   if (bytes > size - offset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "buffer [", offset, ", ", offset + bytes, ") leaves its ", size, "-byte allocation"));
+    return absl::InvalidArgumentError(absl::StrCat("buffer [", offset, ", ", offset + bytes,
+                                                   ") leaves its ", size, "-byte allocation"));
   }
   IpcKey key{};
   if (cudaError_t e = cudaIpcGetMemHandle(&key.handle, reinterpret_cast<void*>(base));

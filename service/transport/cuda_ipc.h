@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<Registration>> ExportCudaIpc(void* ptr, size_t by
 // Service side: the connection to an engine process `pid` on this host, from the service's CUDA
 // device `device`. Import maps its exported buffers there; Execute copies host ops with
 // cudaMemcpy (synchronous; the deadline is checked between operations) and ops on the
-// service's device memory as one batch of device-to-device copies (takes_device_memory).
+// service's device memory as one kernel launch of device-to-device copies
+// (takes_device_memory).
 absl::StatusOr<std::unique_ptr<PeerConnection>> ConnectCudaIpc(pid_t pid, int device);
 
 }  // namespace leapcache::transport

@@ -3,67 +3,27 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gpu/pool_layout.h"
 #include "service/core/status_util.h"
 #include "service/cuda/cuda_result.h"
+#include "service/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::cuda {
-namespace {
 
-constexpr size_t kStateBytesMax = size_t{kernels::kKernelDim} * kernels::kKernelDim * 4;
-
-}  // namespace
-
-bool KernelDecoder::Supports(const BlobSpec& spec) {
-  return spec.codec == Codec::kLeap && spec.bits == 8 && spec.dk == kernels::kKernelDim &&
-         spec.dv == kernels::kKernelDim && ValidateSpec(spec).ok();
-}
+bool KernelDecoder::Supports(const BlobSpec& spec) { return KernelCodecServes(spec); }
 
 absl::StatusOr<std::unique_ptr<KernelDecoder>> KernelDecoder::Create(int device, int max_states) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
-    cudaGetLastError();
-    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
-  }
-  if (max_states <= 0) return absl::InvalidArgumentError("max_states must be positive");
-  std::unique_ptr<KernelDecoder> d(new KernelDecoder(device, max_states));
-  absl::MutexLock lock(&d->mu_);
-  LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(device), "cudaSetDevice"));
-  // The largest region of any supported spec: KDA's (a gate per key channel).
-  leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
-      BlobSpec::Leap(StateKind::kKda, 8, kernels::kKernelDim, kernels::kKernelDim), max_states, 1);
-  if (!kda.ok()) return core::FromFormatStatus(kda.status());
-  d->pool_bytes_ = kda->pool_bytes();
-  std::vector<int32_t> slots(static_cast<size_t>(max_states));
-  std::iota(slots.begin(), slots.end(), 0);
-  for (absl::Status st :
-       {CudaResult(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking),
-                   "cudaStreamCreate"),
-        CudaResult(cudaMalloc(&d->d_states_, kStateBytesMax * max_states), "cudaMalloc"),
-        CudaResult(cudaMalloc(&d->d_pool_, d->pool_bytes_), "cudaMalloc"),
-        CudaResult(cudaMallocHost(&d->h_pool_, d->pool_bytes_), "cudaMallocHost"),
-        CudaResult(cudaMalloc(&d->d_slot_, sizeof(int32_t) * max_states), "cudaMalloc"),
-        CudaResult(cudaMemcpy(d->d_slot_, slots.data(), sizeof(int32_t) * max_states,
-                              cudaMemcpyHostToDevice),
-                   "cudaMemcpy")}) {
-    if (!st.ok()) return st;
-  }
-  return d;
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<KernelCodecScratch> scratch,
+                      KernelCodecScratch::Create(device, max_states));
+  uint8_t* h_pool = nullptr;
+  LC_RETURN_IF_ERROR(CudaResult(cudaMallocHost(&h_pool, scratch->pool_bytes), "cudaMallocHost"));
+  return std::unique_ptr<KernelDecoder>(new KernelDecoder(std::move(scratch), h_pool));
 }
 
-KernelDecoder::~KernelDecoder() {
-  absl::MutexLock lock(&mu_);
-  cudaSetDevice(device_);
-  cudaFree(d_states_);
-  cudaFree(d_pool_);
-  cudaFreeHost(h_pool_);
-  cudaFree(d_slot_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
-}
+KernelDecoder::~KernelDecoder() { cudaFreeHost(h_pool_); }
 
 absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
                                    size_t n,
@@ -72,10 +32,10 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
                                    std::span<uint8_t> out) {
   const size_t state_bytes =
       static_cast<size_t>(spec.dk) * spec.dv * (dtype == kernels::DType::kBf16 ? 2 : 4);
-  if (!Supports(spec) || n > static_cast<size_t>(max_states_) || out.size() != n * state_bytes) {
+  if (!Supports(spec) || n > static_cast<size_t>(max_states()) || out.size() != n * state_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("kernel decode of ", n, " states of ",
                                                    spec.ToString(), " into ", out.size(),
-                                                   " bytes (at most ", max_states_, " states)"));
+                                                   " bytes (at most ", max_states(), " states)"));
   }
   if (n == 0) return absl::OkStatus();
   leapcache::StatusOr<PoolLayout> pool = MakePoolLayout(spec, static_cast<int>(n), 1);
@@ -83,6 +43,7 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
   const uint32_t fingerprint = LayoutFingerprint(spec);
   const size_t payload = pool->payload.payload_bytes;
   absl::MutexLock lock(&mu_);
+  KernelCodecScratch& k = *scratch_;
   // Every blob is checked and placed before anything is launched: a damaged one costs nothing
   // on the device. Each region becomes a fresh boundary: its payload, an empty window (n = 0,
   // G = 0); the records are never read.
@@ -101,21 +62,21 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
     std::memcpy(region, b.data() + kHeaderBytes, payload);
     std::memset(region + pool->window_offset, 0, pool->rec_k_offset - pool->window_offset);
   }
-  LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(device_), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(k.device), "cudaSetDevice"));
   LC_RETURN_IF_ERROR(CudaResult(
-      cudaMemcpyAsync(d_pool_, h_pool_, pool->pool_bytes(), cudaMemcpyHostToDevice, stream_),
+      cudaMemcpyAsync(k.pool, h_pool_, pool->pool_bytes(), cudaMemcpyHostToDevice, k.stream),
       "cudaMemcpyAsync"));
   kernels::DenseParams p;
   p.batch = static_cast<int>(n);
-  p.slot = d_slot_;
-  p.states = d_states_;
+  p.slot = k.slot;
+  p.states = k.states;
   p.dtype = dtype;
   p.layout = layout;
-  LC_RETURN_IF_ERROR(core::FromFormatStatus(kernels::WindowDecode(*pool, p, d_pool_, stream_)));
+  LC_RETURN_IF_ERROR(core::FromFormatStatus(kernels::WindowDecode(*pool, p, k.pool, k.stream)));
   LC_RETURN_IF_ERROR(CudaResult(
-      cudaMemcpyAsync(out.data(), d_states_, out.size(), cudaMemcpyDeviceToHost, stream_),
+      cudaMemcpyAsync(out.data(), k.states, out.size(), cudaMemcpyDeviceToHost, k.stream),
       "cudaMemcpyAsync"));
-  return CudaResult(cudaStreamSynchronize(stream_), "decode");
+  return CudaResult(cudaStreamSynchronize(k.stream), "decode");
 }
 
 }  // namespace leapcache::cuda

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gpu/format.h"
 #include "gpu/kernels/kernels.h"
+#include "service/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::cuda {
 
@@ -45,17 +46,13 @@ class KernelDecoder {
                       absl::FunctionRef<std::string(size_t)> describe, std::span<uint8_t> out);
 
  private:
-  KernelDecoder(int device, int max_states) : device_(device), max_states_(max_states) {}
+  KernelDecoder(std::unique_ptr<KernelCodecScratch> scratch, uint8_t* h_pool)
+      : max_states_(scratch->max_states), scratch_(std::move(scratch)), h_pool_(h_pool) {}
 
-  const int device_;
   const int max_states_;
   absl::Mutex mu_;
-  cudaStream_t stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  uint8_t* d_states_ ABSL_GUARDED_BY(mu_) = nullptr;  // max_states fp32 states
-  uint8_t* d_pool_ ABSL_GUARDED_BY(mu_) = nullptr;    // max_states regions (per spec's layout)
-  uint8_t* h_pool_ ABSL_GUARDED_BY(mu_) = nullptr;    // pinned: the regions as uploaded
-  size_t pool_bytes_ = 0;
-  int32_t* d_slot_ ABSL_GUARDED_BY(mu_) = nullptr;  // 0..max_states-1
+  const std::unique_ptr<KernelCodecScratch> scratch_ ABSL_GUARDED_BY(mu_);
+  uint8_t* const h_pool_ ABSL_GUARDED_BY(mu_);  // pinned, pool_bytes: the regions as uploaded
 };
 
 }  // namespace leapcache::cuda

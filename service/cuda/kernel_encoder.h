@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gpu/format.h"
 #include "gpu/kernels/kernels.h"
+#include "service/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::cuda {
 
@@ -43,16 +44,12 @@ class KernelEncoder {
                       std::span<const uint8_t> states, std::vector<std::vector<uint8_t>>* blobs);
 
  private:
-  KernelEncoder(int device, int max_states) : device_(device), max_states_(max_states) {}
+  explicit KernelEncoder(std::unique_ptr<KernelCodecScratch> scratch)
+      : max_states_(scratch->max_states), scratch_(std::move(scratch)) {}
 
-  const int device_;
   const int max_states_;
   absl::Mutex mu_;
-  cudaStream_t stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  uint8_t* d_states_ ABSL_GUARDED_BY(mu_) = nullptr;  // max_states fp32 states
-  uint8_t* d_pool_ ABSL_GUARDED_BY(mu_) = nullptr;    // max_states regions (per spec's layout)
-  size_t pool_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t* d_slot_ ABSL_GUARDED_BY(mu_) = nullptr;  // 0..max_states-1
+  const std::unique_ptr<KernelCodecScratch> scratch_ ABSL_GUARDED_BY(mu_);
   std::vector<uint8_t> h_pool_ ABSL_GUARDED_BY(mu_);
 };
 

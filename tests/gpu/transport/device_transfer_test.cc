@@ -57,6 +57,20 @@ class DeviceBuffer {
   size_t bytes_;
 };
 
+// An engine named `name` on GPU `gpu`, attached to the server at `target` over `transport` only.
+absl::StatusOr<std::unique_ptr<client::AttachedEngine>> AttachEngine(const std::string& target,
+                                                                     const std::string& name,
+                                                                     int gpu, Transport transport) {
+  client::ClientOptions options;
+  options.target = target;
+  client::EngineIdentity identity;
+  identity.name = name;
+  identity.gpu_index = gpu;
+  client::AttachOptions attach;
+  attach.transports = {transport};
+  return client::AttachedEngine::Attach(options, identity, attach);
+}
+
 client::PutTarget Target(uint32_t ns, const client::BlockHash& key, int64_t blocks) {
   return {ns, key, {blocks * 16, blocks}, {}, absl::ZeroDuration()};
 }
@@ -91,14 +105,7 @@ class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterf
     ServiceTest::SetUp();
   }
   absl::StatusOr<std::unique_ptr<client::AttachedEngine>> Attach() const {
-    client::ClientOptions options;
-    options.target = server_->target();
-    client::EngineIdentity identity;
-    identity.name = "gpu-engine";
-    identity.gpu_index = EngineGpu();
-    client::AttachOptions attach;
-    attach.transports = {GetParam()};
-    return client::AttachedEngine::Attach(options, identity, attach);
+    return AttachEngine(server_->target(), "gpu-engine", EngineGpu(), GetParam());
   }
 };
 
@@ -225,13 +232,7 @@ TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
   EXPECT_LT(differ, ref_fp32.size() / 1000);
 
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  client::ClientOptions options;
-  options.target = server_->target();
-  client::EngineIdentity identity;
-  identity.name = "kernel-decode-engine";
-  client::AttachOptions attach;
-  attach.transports = {Transport::kCudaIpc};
-  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  auto engine = AttachEngine(server_->target(), "kernel-decode-engine", 0, Transport::kCudaIpc);
   ASSERT_TRUE(engine.ok()) << engine.status();
   DeviceBuffer dst(want.size());
   ASSERT_EQ(cudaMemset(dst.get(), 0xFF, dst.size()), cudaSuccess);  // poison
@@ -263,13 +264,7 @@ TEST_F(GpuTierTransferTest, CudaIpcGetsCopyFromTheGpuTierByteExact) {
   ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(4), 1), blobs).ok());
 
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  client::ClientOptions options;
-  options.target = server_->target();
-  client::EngineIdentity identity;
-  identity.name = "gpu-tier-engine";
-  client::AttachOptions attach;
-  attach.transports = {Transport::kCudaIpc};
-  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  auto engine = AttachEngine(server_->target(), "gpu-tier-engine", 0, Transport::kCudaIpc);
   ASSERT_TRUE(engine.ok()) << engine.status();
   DeviceBuffer dst(blobs.size() * 2 + 4096);
   ASSERT_EQ(cudaMemset(dst.get(), 0xA5, dst.size()), cudaSuccess);  // poison

@@ -1,0 +1,63 @@
+#include "service/cuda/kernel_codec_scratch.h"
+
+#include <cuda_runtime.h>
+
+#include <numeric>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/kernels/kernels.h"
+#include "gpu/pool_layout.h"
+#include "service/core/status_util.h"
+#include "service/cuda/cuda_result.h"
+
+namespace leapcache::cuda {
+
+bool KernelCodecServes(const BlobSpec& spec) {
+  return spec.codec == Codec::kLeap && spec.bits == 8 && spec.dk == kernels::kKernelDim &&
+         spec.dv == kernels::kKernelDim && ValidateSpec(spec).ok();
+}
+
+absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(int device,
+                                                                               int max_states) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+    cudaGetLastError();
+    return absl::UnavailableError(absl::StrCat("no CUDA device ", device));
+  }
+  if (max_states <= 0) return absl::InvalidArgumentError("max_states must be positive");
+  auto s = std::make_unique<KernelCodecScratch>();
+  s->device = device;
+  s->max_states = max_states;
+  LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(device), "cudaSetDevice"));
+  // The largest region of any served spec: KDA's (a gate per key channel).
+  leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
+      BlobSpec::Leap(StateKind::kKda, 8, kernels::kKernelDim, kernels::kKernelDim), max_states, 1);
+  if (!kda.ok()) return core::FromFormatStatus(kda.status());
+  s->pool_bytes = kda->pool_bytes();
+  const size_t state_bytes = size_t{kernels::kKernelDim} * kernels::kKernelDim * 4;
+  std::vector<int32_t> slots(static_cast<size_t>(max_states));
+  std::iota(slots.begin(), slots.end(), 0);
+  for (absl::Status st :
+       {CudaResult(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                   "cudaStreamCreate"),
+        CudaResult(cudaMalloc(&s->states, state_bytes * max_states), "cudaMalloc"),
+        CudaResult(cudaMalloc(&s->pool, s->pool_bytes), "cudaMalloc"),
+        CudaResult(cudaMalloc(&s->slot, sizeof(int32_t) * max_states), "cudaMalloc"),
+        CudaResult(
+            cudaMemcpy(s->slot, slots.data(), sizeof(int32_t) * max_states, cudaMemcpyHostToDevice),
+            "cudaMemcpy")}) {
+    if (!st.ok()) return st;
+  }
+  return s;
+}
+
+KernelCodecScratch::~KernelCodecScratch() {
+  cudaSetDevice(device);
+  cudaFree(states);
+  cudaFree(pool);
+  cudaFree(slot);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+}  // namespace leapcache::cuda

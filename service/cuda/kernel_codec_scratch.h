@@ -1,0 +1,37 @@
+// What the kernel codecs of dense states (kernel_encoder.h, kernel_decoder.h) share: the formats
+// their kernels serve, and the device scratch one call works in: a stream, room for max_states
+// fp32 states of 128 x 128 and as many pool regions of the largest served layout (KDA's), and
+// the slot indices 0..max_states-1 the kernels address them by. Not thread-safe: each codec
+// serializes its calls.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "gpu/format.h"
+
+namespace leapcache::cuda {
+
+// 8-bit window format at dk = dv = 128: the formats the encode and decode kernels build.
+bool KernelCodecServes(const BlobSpec& spec);
+
+struct KernelCodecScratch {
+  // UNAVAILABLE without the device, INVALID_ARGUMENT for max_states <= 0, INTERNAL if the
+  // device cannot hold it.
+  static absl::StatusOr<std::unique_ptr<KernelCodecScratch>> Create(int device, int max_states);
+  ~KernelCodecScratch();
+
+  int device = 0;
+  int max_states = 0;
+  cudaStream_t stream = nullptr;
+  uint8_t* states = nullptr;  // max_states fp32 states
+  uint8_t* pool = nullptr;    // max_states regions, pool_bytes
+  size_t pool_bytes = 0;
+  int32_t* slot = nullptr;  // 0..max_states-1
+};
+
+}  // namespace leapcache::cuda

@@ -60,12 +60,19 @@ wants transport && for part in "-NcclSessionTest.*EngineNever*" "NcclSessionTest
 done
 
 # Transfers with the engine's buffers on GPU 1; the server's context (and NCCL rank) on GPU 0.
+# Then the same with the checkpoints in a 4 GiB GPU tier on GPU 0 (CUDA IPC gets copy from it
+# device to device, across NVLink).
 if wants transfer; then
-  start_server "$out/two_gpus" --memory-budget=2GiB --gpu-device=0 || status=1
-  timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=5 --target="$server_target" \
-    --engine-gpu=1 --json="$out/two_gpus/transfer_bench_engine_gpu1.json" |
-    grep -v '^{' | tee "$out/two_gpus/transfer_bench_engine_gpu1.md" || status=1
-  stop_server
+  for tier in host gpu_tier; do
+    flags=(--memory-budget=2GiB --gpu-device=0)
+    [ "$tier" = gpu_tier ] && flags+=(--gpu-memory-budget=4GiB)
+    start_server "$out/two_gpus" "${flags[@]}" || status=1
+    echo "server ${flags[*]}:"
+    timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=5 --target="$server_target" \
+      --engine-gpu=1 --json="$out/two_gpus/transfer_bench_engine_gpu1_$tier.json" |
+      grep -v '^{' | tee "$out/two_gpus/transfer_bench_engine_gpu1_$tier.md" || status=1
+    stop_server
+  done
 fi
 
 if wants decode; then

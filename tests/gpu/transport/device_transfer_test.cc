@@ -231,8 +231,8 @@ TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
   }
   EXPECT_LT(differ, ref_fp32.size() / 1000);
 
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  auto engine = AttachEngine(server_->target(), "kernel-decode-engine", 0, Transport::kCudaIpc);
+  ASSERT_EQ(cudaSetDevice(EngineGpu()), cudaSuccess);
+  auto engine = AttachEngine(server_->target(), "kernel-decode-engine", EngineGpu(), Transport::kCudaIpc);
   ASSERT_TRUE(engine.ok()) << engine.status();
   DeviceBuffer dst(want.size());
   ASSERT_EQ(cudaMemset(dst.get(), 0xFF, dst.size()), cudaSuccess);  // poison
@@ -245,8 +245,8 @@ TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
 }
 
 // A server whose checkpoints sit in its GPU tier on device 0: CUDA IPC gets of compact
-// checkpoints are copied device to device from the tier into the engine's buffer (one batch,
-// no host staging); the bytes and the CRC the client checks them against are exact, for whole
+// checkpoints are copied device to device from the tier into the engine's buffer (one kernel
+// launch, no host staging; across GPUs with LEAPCACHE_TEST_ENGINE_GPU=1); the bytes and the CRC the client checks them against are exact, for whole
 // checkpoints and head ranges, at any offset. Dense gets of the same checkpoints still decode.
 class GpuTierTransferTest : public ServiceTest {
  protected:
@@ -263,8 +263,8 @@ TEST_F(GpuTierTransferTest, CudaIpcGetsCopyFromTheGpuTierByteExact) {
   const std::vector<uint8_t> blobs = EncodeBlobs(spec, states);
   ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(4), 1), blobs).ok());
 
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  auto engine = AttachEngine(server_->target(), "gpu-tier-engine", 0, Transport::kCudaIpc);
+  ASSERT_EQ(cudaSetDevice(EngineGpu()), cudaSuccess);
+  auto engine = AttachEngine(server_->target(), "gpu-tier-engine", EngineGpu(), Transport::kCudaIpc);
   ASSERT_TRUE(engine.ok()) << engine.status();
   DeviceBuffer dst(blobs.size() * 2 + 4096);
   ASSERT_EQ(cudaMemset(dst.get(), 0xA5, dst.size()), cudaSuccess);  // poison

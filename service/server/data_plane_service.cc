@@ -267,7 +267,28 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
       !st.ok()) {
     return ToGrpcStatus(st);
   }
-  if (s.connection->two_sided()) {
+  // A connection that takes device memory serves a checkpoint held in the GPU tier of the
+  // service's device without a trip through host memory: its blobs as device ops, copied into
+  // the engine's buffer (CUDA IPC) or gathered and sent (NCCL). Otherwise the bytes go through
+  // the session's staging memory below.
+  std::vector<const uint8_t*> on_device;
+  if (s.connection->takes_device_memory()) {
+    on_device = (*reader)->TakeDeviceBlobs(options_.cuda_device);
+  }
+  if (!on_device.empty()) {
+    std::vector<transport::TransferOp> ops;
+    ops.reserve(on_device.size());
+    for (size_t i = 0; i < on_device.size(); ++i) {
+      // The transport only reads a write's local span.
+      ops.push_back({transport::Direction::kWrite,
+                     std::span<uint8_t>(const_cast<uint8_t*>(on_device[i]), shape.blob_bytes),
+                     base + i * shape.blob_bytes, transport::MemoryKind::kCuda});
+    }
+    if (absl::Status st = s.connection->Execute(**region, ops, deadline); !st.ok()) {
+      if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
+      return ToGrpcStatus(st);
+    }
+  } else if (s.connection->two_sided()) {
     // The engine receives the whole checkpoint in one matching receive once it has this call's
     // answer: read it all, then post it as one send (which Settle completes later).
     s.staging.resize(shape.total_bytes);
@@ -287,27 +308,6 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
       return ToGrpcStatus(st);
     }
   } else {
-    // A connection that copies device to device serves a checkpoint held in the GPU tier of
-    // the service's device in place: one batch of copies into the engine's buffer, no trip
-    // through host memory. Anything else streams through the staging memory below.
-    std::vector<const uint8_t*> on_device;
-    if (s.connection->takes_device_memory()) {
-      on_device = (*reader)->TakeDeviceBlobs(options_.cuda_device);
-    }
-    if (!on_device.empty()) {
-      std::vector<transport::TransferOp> ops;
-      ops.reserve(on_device.size());
-      for (size_t i = 0; i < on_device.size(); ++i) {
-        // The transport only reads a write's local span.
-        ops.push_back({transport::Direction::kWrite,
-                       std::span<uint8_t>(const_cast<uint8_t*>(on_device[i]), shape.blob_bytes),
-                       base + i * shape.blob_bytes, transport::MemoryKind::kCuda});
-      }
-      if (absl::Status st = s.connection->Execute(**region, ops, deadline); !st.ok()) {
-        if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use->id(), s);
-        return ToGrpcStatus(st);
-      }
-    }
     s.staging.resize(std::min<uint64_t>(options_.chunk_bytes, shape.total_bytes));
     while (!(*reader)->done()) {
       if (context->IsCancelled()) {

@@ -66,8 +66,8 @@ absl::StatusOr<std::unique_ptr<NcclLink>> NcclLink::Start(const std::string& uni
         absl::StrCat("CUDA device ", device, " does not exist (", devices, " devices)"));
   }
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-    return absl::UnavailableError(absl::StrCat("cudaSetDevice(", device, "): ",
-                                               cudaGetErrorString(e)));
+    return absl::UnavailableError(
+        absl::StrCat("cudaSetDevice(", device, "): ", cudaGetErrorString(e)));
   }
   auto state = std::make_unique<State>();
   if (cudaError_t e = cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking);
@@ -97,6 +97,7 @@ NcclLink::~NcclLink() {
   cudaSetDevice(device_);
   if (state_->comm != nullptr) AbortInBackground(state_->comm, device_);
   if (scratch_ != nullptr) cudaFreeAsync(scratch_, state_->stream);
+  if (copy_list_ != nullptr) cudaFreeAsync(copy_list_, state_->stream);
   cudaStreamDestroy(state_->stream);
 }
 
@@ -162,13 +163,13 @@ absl::Status NcclLink::WaitReady(absl::Time deadline) {
   LC_RETURN_IF_ERROR(dead_);
   if (ready_) return absl::OkStatus();
   // The same query says when the non-blocking init has finished.
-  LC_RETURN_IF_ERROR(Poll([this] { return Enqueued(); }, deadline, "joining the NCCL communicator"));
+  LC_RETURN_IF_ERROR(
+      Poll([this] { return Enqueued(); }, deadline, "joining the NCCL communicator"));
   // The handshake: one byte each way, posted together, so that a link that returns ready has
   // moved bytes both ways (both ranks alive and connected) before any transfer relies on it.
   ready_ = true;
   LC_ASSIGN_OR_RETURN(void* const bytes, Scratch(2));
-  LC_RETURN_IF_ERROR(
-      PostSendRecv(bytes, 1, static_cast<uint8_t*>(bytes) + 1, 1, deadline));
+  LC_RETURN_IF_ERROR(PostSendRecv(bytes, 1, static_cast<uint8_t*>(bytes) + 1, 1, deadline));
   return Wait(deadline);
 }
 
@@ -209,8 +210,8 @@ absl::Status NcclLink::Post(std::span<const Op> ops, absl::Time deadline) {
   }
   const ncclResult_t r = ncclGroupEnd();
   if (r != ncclSuccess && r != ncclInProgress) {
-    return Kill(absl::UnavailableError(absl::StrCat("posting an NCCL transfer: ",
-                                                    NcclMessage(comm, r))));
+    return Kill(
+        absl::UnavailableError(absl::StrCat("posting an NCCL transfer: ", NcclMessage(comm, r))));
   }
   // Not waited for here: enqueueing a transfer over a pair of channels not yet connected needs
   // the peer inside NCCL too, and the peer may post its side only after hearing from this one
@@ -249,8 +250,38 @@ absl::Status NcclLink::Copy(void* dst, const void* src, size_t bytes, bool to_de
                                       state_->stream);
       e != cudaSuccess) {
     cudaGetLastError();
-    return absl::InternalError(absl::StrCat(to_device ? "copy to the device: " : "copy to the host: ",
-                                            cudaGetErrorString(e)));
+    return absl::InternalError(absl::StrCat(
+        to_device ? "copy to the device: " : "copy to the host: ", cudaGetErrorString(e)));
+  }
+  pending_ = true;
+  return Wait(deadline);
+}
+
+absl::Status NcclLink::CopyOnDevice(std::span<const DeviceCopy> copies, absl::Time deadline) {
+  LC_RETURN_IF_ERROR(Wait(deadline));  // as Copy: never queue behind a transfer that may hang
+  if (copies.empty()) return absl::OkStatus();
+  cudaSetDevice(device_);
+  const size_t bytes = copies.size() * sizeof(DeviceCopy);
+  if (bytes > copy_list_bytes_) {
+    if (copy_list_ != nullptr) cudaFreeAsync(copy_list_, state_->stream);
+    copy_list_ = nullptr;
+    copy_list_bytes_ = 0;
+    if (cudaError_t e =
+            cudaMallocAsync(reinterpret_cast<void**>(&copy_list_), bytes, state_->stream);
+        e != cudaSuccess) {
+      cudaGetLastError();
+      copy_list_ = nullptr;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("a device copy list on CUDA device ", device_, ": ", cudaGetErrorString(e)));
+    }
+    copy_list_bytes_ = bytes;
+  }
+  cudaError_t e =
+      cudaMemcpyAsync(copy_list_, copies.data(), bytes, cudaMemcpyHostToDevice, state_->stream);
+  if (e == cudaSuccess) e = LaunchCopyBatch(copy_list_, copies.size(), state_->stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("device copies: ", cudaGetErrorString(e)));
   }
   pending_ = true;
   return Wait(deadline);

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "service/transport/copy_batch_kernel.h"
 
 namespace leapcache::transport {
 
@@ -84,6 +85,9 @@ class NcclLink {
   // and waits for the copy. The link's stream does not synchronize with other streams.
   absl::Status CopyToDevice(void* device_ptr, const void* host, size_t bytes, absl::Time deadline);
   absl::Status CopyToHost(void* host, const void* device_ptr, size_t bytes, absl::Time deadline);
+  // Device-to-device copies on the link's device as one kernel launch (copy_batch_kernel.h) on
+  // the link's stream, after everything posted (as the copies above), waited for.
+  absl::Status CopyOnDevice(std::span<const DeviceCopy> copies, absl::Time deadline);
 
   // Device memory on the link's device of at least `bytes` (contents unspecified), valid until
   // the next call of Scratch or the link's end. It is allocated and freed in the link's stream
@@ -126,6 +130,8 @@ class NcclLink {
   const pid_t peer_pid_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  DeviceCopy* copy_list_ = nullptr;  // CopyOnDevice's list on the device, stream-ordered too
+  size_t copy_list_bytes_ = 0;
   bool ready_ = false;
   std::atomic<bool> cancelled_{false};
   bool pending_ = false;

@@ -1,6 +1,7 @@
 #include "service/transport/nccl_peer_connection.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "service/core/status_util.h"
@@ -20,7 +21,7 @@ class NcclRegion final : public RemoteRegion {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NcclPeerConnection>> NcclPeerConnection::Create(int device,
-                                                                                pid_t engine_pid) {
+                                                                               pid_t engine_pid) {
   LC_ASSIGN_OR_RETURN(std::string id, NcclLink::NewUniqueId());
   LC_ASSIGN_OR_RETURN(std::unique_ptr<NcclLink> link,
                       NcclLink::Start(id, NcclLink::kServiceRank, device, engine_pid));
@@ -68,8 +69,10 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> NcclPeerConnection::Import(
 
 absl::Status NcclPeerConnection::Execute(RemoteRegion& region, std::span<const TransferOp> ops,
                                          absl::Time deadline) {
-  LC_RETURN_IF_ERROR(ValidateTransfers(region.descriptor(), ops));
-  if (ops.size() != 1) {
+  LC_RETURN_IF_ERROR(ValidateTransfers(region.descriptor(), ops, /*takes_device_memory=*/true));
+  if (!ops.empty() && ops[0].local_memory == MemoryKind::kCuda)
+    return SendFromDevice(ops, deadline);
+  if (ops.size() != 1 || ops[0].local_memory != MemoryKind::kHost) {
     return absl::InvalidArgumentError(absl::StrCat(
         "an NCCL transfer list holds one op (the transfer the engine matches), not ", ops.size()));
   }
@@ -83,6 +86,35 @@ absl::Status NcclPeerConnection::Execute(RemoteRegion& region, std::span<const T
   }
   LC_RETURN_IF_ERROR(link_->CopyToDevice(staging, op.local.data(), op.local.size(), deadline));
   return link_->PostSend(staging, op.local.size(), deadline);
+}
+
+absl::Status NcclPeerConnection::SendFromDevice(std::span<const TransferOp> ops,
+                                                absl::Time deadline) {
+  // Writes that tile one range of the engine's buffer in order: the one send it matches.
+  std::vector<DeviceCopy> copies;
+  copies.reserve(ops.size());
+  size_t total = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const TransferOp& op = ops[i];
+    if (op.local_memory != MemoryKind::kCuda || op.direction != Direction::kWrite ||
+        op.remote_offset != ops[0].remote_offset + total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "an NCCL transfer list of device memory holds writes that follow each other in the "
+          "engine's buffer; transfer ",
+          i, " does not"));
+    }
+    copies.push_back({op.local.data(), nullptr, op.local.size()});
+    total += op.local.size();
+  }
+  LC_RETURN_IF_ERROR(Settle(deadline));
+  LC_ASSIGN_OR_RETURN(void* const staging, link_->Scratch(total));
+  size_t at = 0;
+  for (DeviceCopy& c : copies) {
+    c.dst = static_cast<uint8_t*>(staging) + at;
+    at += c.bytes;
+  }
+  LC_RETURN_IF_ERROR(link_->CopyOnDevice(copies, deadline));
+  return link_->PostSend(staging, total, deadline);
 }
 
 }  // namespace leapcache::transport

@@ -40,6 +40,9 @@ class NcclPeerConnection final : public PeerConnection {
                        absl::Time deadline) override;
   absl::Status health() const override;
   bool two_sided() const override { return true; }
+  // A get's blobs on the service's GPU (its GPU tier) are gathered on the device into the
+  // staging buffer and sent from there, never through the host.
+  bool takes_device_memory() const override { return true; }
   absl::Status Settle(absl::Time deadline) override;
   std::string connection_info() const override { return unique_id_; }
 
@@ -47,6 +50,9 @@ class NcclPeerConnection final : public PeerConnection {
   NcclPeerConnection(std::unique_ptr<NcclLink> link, std::string unique_id);
   // Waits (up to `deadline`) for the join started at creation; its result.
   absl::Status Joined(absl::Time deadline);
+  // Execute of device-memory ops: writes that follow each other in the engine's buffer,
+  // gathered into the staging buffer and posted as one send.
+  absl::Status SendFromDevice(std::span<const TransferOp> ops, absl::Time deadline);
 
   std::unique_ptr<NcclLink> link_;
   const std::string unique_id_;

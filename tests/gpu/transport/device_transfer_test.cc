@@ -246,17 +246,25 @@ TEST_F(KernelDecodeTest, DenseGetsDecodedOnTheServersGpu) {
 
 // A server whose checkpoints sit in its GPU tier on device 0: CUDA IPC gets of compact
 // checkpoints are copied device to device from the tier into the engine's buffer (one kernel
-// launch, no host staging; across GPUs with LEAPCACHE_TEST_ENGINE_GPU=1); the bytes and the CRC the client checks them against are exact, for whole
-// checkpoints and head ranges, at any offset. Dense gets of the same checkpoints still decode.
-class GpuTierTransferTest : public ServiceTest {
+// launch, no host staging; across GPUs with LEAPCACHE_TEST_ENGINE_GPU=1), NCCL gets gathered on
+// the device and sent (engine on GPU 1 only); the bytes and the CRC the client checks them
+// against are exact, for whole checkpoints and head ranges, at any offset. Dense gets of the
+// same checkpoints still decode.
+class GpuTierTransferTest : public ServiceTest, public ::testing::WithParamInterface<Transport> {
  protected:
+  void SetUp() override {
+    if (GetParam() == Transport::kNccl && EngineGpu() == 0) {
+      GTEST_SKIP() << "NCCL needs the engine on another GPU than the server's GPU 0";
+    }
+    ServiceTest::SetUp();
+  }
   std::vector<std::string> ServerArgs() const override {
     return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--gpu-memory-budget=512MiB",
             "--gpu-device=0", "--dense-decode-backend=cpu"};
   }
 };
 
-TEST_F(GpuTierTransferTest, CudaIpcGetsCopyFromTheGpuTierByteExact) {
+TEST_P(GpuTierTransferTest, GetsFromTheGpuTierByteExact) {
   const client::NamespaceSpec spec = SmallNamespace("tenant-gpu-tier", 4, 8, 128);
   const client::NamespaceInfo ns = Register(spec);
   const std::vector<float> states = MakeStates(spec, 21);
@@ -264,7 +272,7 @@ TEST_F(GpuTierTransferTest, CudaIpcGetsCopyFromTheGpuTierByteExact) {
   ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(4), 1), blobs).ok());
 
   ASSERT_EQ(cudaSetDevice(EngineGpu()), cudaSuccess);
-  auto engine = AttachEngine(server_->target(), "gpu-tier-engine", EngineGpu(), Transport::kCudaIpc);
+  auto engine = AttachEngine(server_->target(), "gpu-tier-engine", EngineGpu(), GetParam());
   ASSERT_TRUE(engine.ok()) << engine.status();
   DeviceBuffer dst(blobs.size() * 2 + 4096);
   ASSERT_EQ(cudaMemset(dst.get(), 0xA5, dst.size()), cudaSuccess);  // poison
@@ -296,6 +304,13 @@ TEST_F(GpuTierTransferTest, CudaIpcGetsCopyFromTheGpuTierByteExact) {
   EXPECT_TRUE(dst.Download(0, want_bf16.size()) == want_bf16);
   EXPECT_EQ(Stats().leases, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(DeviceTransports, GpuTierTransferTest,
+                         ::testing::Values(Transport::kCudaIpc, Transport::kNccl),
+                         [](const auto& info) {
+                           return std::string(info.param == Transport::kNccl ? "nccl"
+                                                                             : "cuda_ipc");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceTransferTest,
                          ::testing::Values(Transport::kCudaIpc, Transport::kUcx, Transport::kNccl,

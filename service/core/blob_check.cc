@@ -37,16 +37,26 @@ std::optional<BlobSpec> PeekSpec(std::span<const uint8_t> blob) {
 absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
                            const Placement& placement, HeadRange heads, uint32_t expected_crc,
                            std::vector<uint32_t>* blob_crcs) {
-  std::vector<uint8_t> scratch;  // only for tiers that are not host-addressable
-  const auto blob_at = [&](size_t i) -> absl::StatusOr<std::span<const uint8_t>> {
-    const PageId page = placement.PageOf(i);
-    const size_t offset = placement.OffsetOf(i);
-    if (const uint8_t* base = tier.HostAddress(page); base != nullptr) {
-      return std::span<const uint8_t>(base + offset, placement.blob_bytes);
+  // Memory that is not host-addressable (device memory) is copied out once, a page's run of
+  // blobs per copy, and both passes below read the copy.
+  std::vector<uint8_t> copy;
+  if (placement.blobs > 0 && tier.HostAddress(placement.PageOf(0)) == nullptr) {
+    copy.resize(placement.blobs * placement.blob_bytes);
+    for (size_t pos = 0; pos < copy.size();) {
+      const size_t b = pos / placement.blob_bytes;
+      const size_t n = placement.ContiguousFrom(pos);
+      LC_RETURN_IF_ERROR(tier.CopyOut(placement.PageOf(b),
+                                      placement.OffsetOf(b) + pos % placement.blob_bytes,
+                                      std::span<uint8_t>(copy).subspan(pos, n)));
+      pos += n;
     }
-    scratch.resize(placement.blob_bytes);
-    LC_RETURN_IF_ERROR(tier.CopyOut(page, offset, scratch));
-    return std::span<const uint8_t>(scratch);
+  }
+  const auto blob_at = [&](size_t i) -> absl::StatusOr<std::span<const uint8_t>> {
+    if (!copy.empty()) {
+      return std::span<const uint8_t>(copy).subspan(i * placement.blob_bytes, placement.blob_bytes);
+    }
+    return std::span<const uint8_t>(tier.HostAddress(placement.PageOf(i)) + placement.OffsetOf(i),
+                                    placement.blob_bytes);
   };
   const auto where = [&](size_t i) {
     return absl::StrCat("blob (layer ", i / heads.size(), ", head ",

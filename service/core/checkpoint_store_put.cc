@@ -163,7 +163,7 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
     const size_t pos = offset + done;
     const size_t b = pos / pl.blob_bytes;
     const size_t within = pos % pl.blob_bytes;
-    const size_t n = std::min(bytes.size() - done, pl.blob_bytes - within);
+    const size_t n = std::min(bytes.size() - done, pl.ContiguousFrom(pos));
     st = tier.CopyIn(pl.PageOf(b), pl.OffsetOf(b) + within, bytes.subspan(done, n));
     done += n;
   }

@@ -29,6 +29,7 @@
 // would make them asynchronous. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -60,6 +61,17 @@ struct Placement {
   std::vector<PageId> pages;
   PageId PageOf(size_t blob) const { return pages[blob / blobs_per_page]; }
   size_t OffsetOf(size_t blob) const { return (blob % blobs_per_page) * slot_bytes; }
+  // How many of the placement's bytes from byte `pos` (in blob order, padding excluded) lie
+  // contiguously in one page: to the end of the blob, or of the page's run of blobs when slots
+  // have no padding. One copy each, instead of one per blob, for tiers where a copy has a fixed
+  // cost (device memory). REQUIRES: pos < blobs * blob_bytes.
+  size_t ContiguousFrom(size_t pos) const {
+    const size_t blob = pos / blob_bytes;
+    const size_t run_end = slot_bytes == blob_bytes
+                               ? std::min(blobs, (blob / blobs_per_page + 1) * blobs_per_page)
+                               : blob + 1;
+    return run_end * blob_bytes - pos;
+  }
 };
 
 // Pages that `blobs` slots of `slot_bytes` need. REQUIRES: 0 < slot_bytes <= page_bytes.

@@ -287,9 +287,11 @@ class DeviceLikeTier final : public core::MemoryTier {
   }
   void Free(std::span<const core::PageId> pages) override { memory_->Free(pages); }
   absl::Status CopyIn(core::PageId page, size_t offset, std::span<const uint8_t> src) override {
+    ++copies_in;
     return memory_->CopyIn(page, offset, src);
   }
   absl::Status CopyOut(core::PageId page, size_t offset, std::span<uint8_t> dst) const override {
+    ++copies_out;
     return memory_->CopyOut(page, offset, dst);
   }
   uint8_t* HostAddress(core::PageId) const override { return nullptr; }
@@ -297,6 +299,7 @@ class DeviceLikeTier final : public core::MemoryTier {
   const uint8_t* DeviceAddress(core::PageId page) const override {
     return memory_->HostAddress(page);
   }
+  mutable int copies_in = 0, copies_out = 0;
 
  private:
   std::unique_ptr<core::HostTier> memory_;
@@ -362,6 +365,55 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
   EXPECT_TRUE(reader->TakeDeviceBlobs(0).empty());
   reader.reset();
   EXPECT_EQ(store->Stats().leases, 0u);
+}
+
+TEST(DeviceMemoryPutTest, CopiesWholePageRunsOfBlobs) {
+  // 128 x 128 8-bit blobs fill their 64-byte slots exactly, so a page's blobs are one run: a
+  // put into memory where each copy has a fixed cost (a device) copies a run at a time, in
+  // both its upload and its commit's check, not a blob at a time.
+  core::FakeClock clock;
+  std::vector<std::unique_ptr<core::MemoryTier>> tiers;
+  auto tier = std::make_unique<DeviceLikeTier>(*core::HostTier::Create("gpu", 1 << 20, 65536));
+  DeviceLikeTier* const device = tier.get();
+  tiers.push_back(std::move(tier));
+  core::StoreOptions options;
+  options.reaper_interval = absl::ZeroDuration();
+  auto store = std::move(core::CheckpointStore::Create(options, std::move(tiers), &clock)).value();
+  core::NamespaceSpec spec;
+  spec.tenant = "t";
+  spec.model = {2, 4, 128, 128, StateKind::kGdn};
+  spec.format = BlobSpec::Leap(StateKind::kGdn, 8);
+  const core::NamespaceInfo ns = *store->GetNamespace(*store->RegisterNamespace(spec));
+  ASSERT_EQ(ns.slot_bytes, ns.blob_bytes);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> state(128 * 128);
+  std::vector<uint8_t> blobs;
+  for (int i = 0; i < 8; ++i) {
+    for (float& x : state) x = normal(rng);
+    std::vector<uint8_t> b = *reference::Encode(spec.format, state.data(), Orientation::kKV);
+    blobs.insert(blobs.end(), b.begin(), b.end());
+  }
+  PutPipeline puts(store.get(), clock);
+  core::PutRequest put;
+  put.ns = ns.id;
+  put.hash[0] = 1;
+  put.position = {16, 1};
+  put.heads = {0, 4};
+  absl::StatusOr<PutTicket> t = puts.Reserve(put, std::nullopt);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(puts.Upload(t->id, 0, blobs).ok());
+  const int blobs_per_page = 65536 / static_cast<int>(ns.slot_bytes);  // 3
+  const int pages = (8 + blobs_per_page - 1) / blobs_per_page;
+  EXPECT_EQ(device->copies_in, pages);
+  ASSERT_TRUE(puts.Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
+  EXPECT_EQ(device->copies_out, pages) << "the check reads each run once";
+  // What was stored is what was put, wherever the runs were cut.
+  ReadRequest r{ns.id, put.hash, {0, 4}, std::nullopt};
+  auto reader = std::move(CheckpointReader::Open(*store, r)).value();
+  std::vector<uint8_t> got(blobs.size());
+  ASSERT_EQ(*reader->Read(got), got.size());
+  EXPECT_EQ(got, blobs);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "service/core/status_util.h"
 #include "service/core/check.h"
 
 namespace leapcache::core {
@@ -105,10 +106,33 @@ absl::Status ReadLease::CopyAll(std::span<uint8_t> dst) const {
     return absl::InvalidArgumentError(
         absl::StrCat("destination is ", dst.size(), " bytes, the lease holds ", total_bytes()));
   }
-  for (size_t i = 0; i < blobs_.size(); ++i) {
-    const BlobLocation& b = blobs_[i];
-    absl::Status st = b.tier->CopyOut(b.page, b.offset, dst.subspan(i * blob_bytes_, blob_bytes_));
-    if (!st.ok()) return st;
+  return CopyBlobs(0, blobs_.size(), dst);
+}
+
+absl::Status ReadLease::CopyBlobs(size_t first, size_t n, std::span<uint8_t> dst) const {
+  if (!valid()) return absl::FailedPreconditionError("lease is released");
+  if (first > blobs_.size() || n > blobs_.size() - first) {
+    return absl::InvalidArgumentError(absl::StrCat("blobs [", first, ", ", first + n,
+                                                   ") leave the lease's ", blobs_.size()));
+  }
+  if (dst.size() != n * blob_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("destination is ", dst.size(), " bytes, ", n,
+                                                   " blobs are ", n * blob_bytes_));
+  }
+  for (size_t i = 0; i < n;) {
+    const BlobLocation& b = blobs_[first + i];
+    size_t run = 1;
+    while (i + run < n) {
+      const BlobLocation& next = blobs_[first + i + run];
+      if (next.tier != b.tier || next.page != b.page ||
+          next.offset != b.offset + run * blob_bytes_) {
+        break;
+      }
+      ++run;
+    }
+    LC_RETURN_IF_ERROR(
+        b.tier->CopyOut(b.page, b.offset, dst.subspan(i * blob_bytes_, run * blob_bytes_)));
+    i += run;
   }
   return absl::OkStatus();
 }

@@ -48,6 +48,10 @@ class ReadLease {
   absl::Status CopyBlob(int layer, int head, std::span<uint8_t> dst) const;
   // Copies every blob in (layer, head) order. INVALID_ARGUMENT if dst.size() != total_bytes().
   absl::Status CopyAll(std::span<uint8_t> dst) const;
+  // Copies blobs [first, first + n) in (layer, head) order; blobs that follow each other in
+  // one page go in one copy (a fixed cost each in device memory). INVALID_ARGUMENT if the range
+  // leaves the lease or dst.size() != n * blob_bytes().
+  absl::Status CopyBlobs(size_t first, size_t n, std::span<uint8_t> dst) const;
 
   // The CRC-32C of the blob of (layer, head), recorded when it was committed. REQUIRES: valid(),
   // (layer, head) inside the lease.

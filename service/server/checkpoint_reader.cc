@@ -39,36 +39,41 @@ std::string CheckpointReader::Describe(size_t i) const {
                       shape_.heads.begin + i % shape_.heads.size());
 }
 
-absl::StatusOr<std::span<const uint8_t>> CheckpointReader::BlobOf(size_t i,
-                                                                  std::span<uint8_t> copy) {
-  const int layer = static_cast<int>(i / shape_.heads.size());
-  const int head = shape_.heads.begin + static_cast<int>(i % shape_.heads.size());
-  if (lease_.host_addressable()) return lease_.Blob(layer, head);
-  LC_RETURN_IF_ERROR(lease_.CopyBlob(layer, head, copy));
-  return std::span<const uint8_t>(copy);
-}
-
 absl::Status CheckpointReader::LoadNext() {
   const size_t items = lease_.num_blobs();
+  const size_t first = next_item_;
+  const bool in_place = lease_.host_addressable();
   if (!shape_.dense.has_value()) {
-    blobs_.resize(shape_.blob_bytes);
-    LC_ASSIGN_OR_RETURN(current_, BlobOf(next_item_, blobs_));
-    ++next_item_;
+    if (in_place) {
+      current_ = lease_.Blob(static_cast<int>(first / shape_.heads.size()),
+                             shape_.heads.begin + static_cast<int>(first % shape_.heads.size()));
+      next_item_ = first + 1;
+    } else {
+      // Memory that is not host-addressable: a batch of blobs, in as few copies as they allow.
+      const size_t n = std::min(kCopyBatch, items - first);
+      blobs_.resize(n * shape_.blob_bytes);
+      LC_RETURN_IF_ERROR(lease_.CopyBlobs(first, n, blobs_));
+      current_ = blobs_;
+      next_item_ = first + n;
+    }
     within_ = 0;
     return absl::OkStatus();
   }
-  const size_t first = next_item_;
   const size_t n = std::min(decoder_.BatchFor(shape_.format), items - first);
-  // Blobs outside host memory are copied out first, all of the batch, so the decoder sees
-  // them together; host-addressable ones are read in place.
+  // The decoder sees the batch's blobs together: in place, or copied out of memory that is not
+  // host-addressable in as few copies as they allow.
   std::vector<std::span<const uint8_t>> blobs(n);
-  if (!lease_.host_addressable()) blobs_.resize(n * shape_.blob_bytes);
+  if (!in_place) {
+    blobs_.resize(n * shape_.blob_bytes);
+    LC_RETURN_IF_ERROR(lease_.CopyBlobs(first, n, blobs_));
+  }
   for (size_t k = 0; k < n; ++k) {
-    const std::span<uint8_t> copy =
-        lease_.host_addressable()
-            ? std::span<uint8_t>()
-            : std::span<uint8_t>(blobs_.data() + k * shape_.blob_bytes, shape_.blob_bytes);
-    LC_ASSIGN_OR_RETURN(blobs[k], BlobOf(first + k, copy));
+    const size_t i = first + k;
+    blobs[k] =
+        in_place
+            ? lease_.Blob(static_cast<int>(i / shape_.heads.size()),
+                          shape_.heads.begin + static_cast<int>(i % shape_.heads.size()))
+            : std::span<const uint8_t>(blobs_).subspan(k * shape_.blob_bytes, shape_.blob_bytes);
   }
   states_.resize(n * shape_.state_bytes);
   LC_RETURN_IF_ERROR(decoder_.Decode(

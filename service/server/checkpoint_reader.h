@@ -70,12 +70,14 @@ class CheckpointReader {
   std::vector<const uint8_t*> TakeDeviceBlobs(int device);
 
  private:
+  // Blobs per copy out of memory that is not host-addressable (device memory): about 1.2 MiB of
+  // 8-bit 128 x 128 blobs.
+  static constexpr size_t kCopyBatch = 64;
+
   CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder);
   // Makes the next items (one (layer, head) blob, or a decoder's batch of decoded states) the
   // current bytes.
   absl::Status LoadNext();
-  // Blob `i` in (layer, head) order, copied into `copy` if its memory is not host-addressable.
-  absl::StatusOr<std::span<const uint8_t>> BlobOf(size_t i, std::span<uint8_t> copy);
   std::string Describe(size_t i) const;
 
   core::ReadLease lease_;

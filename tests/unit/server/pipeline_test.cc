@@ -367,7 +367,7 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
   EXPECT_EQ(store->Stats().leases, 0u);
 }
 
-TEST(DeviceMemoryPutTest, CopiesWholePageRunsOfBlobs) {
+TEST(DeviceMemoryPutTest, PutsAndReadsCopyWholePageRunsOfBlobs) {
   // 128 x 128 8-bit blobs fill their 64-byte slots exactly, so a page's blobs are one run: a
   // put into memory where each copy has a fixed cost (a device) copies a run at a time, in
   // both its upload and its commit's check, not a blob at a time.
@@ -408,12 +408,14 @@ TEST(DeviceMemoryPutTest, CopiesWholePageRunsOfBlobs) {
   EXPECT_EQ(device->copies_in, pages);
   ASSERT_TRUE(puts.Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
   EXPECT_EQ(device->copies_out, pages) << "the check reads each run once";
-  // What was stored is what was put, wherever the runs were cut.
+  // What was stored is what was put, wherever the runs were cut, and a read copies it out a
+  // run at a time too.
   ReadRequest r{ns.id, put.hash, {0, 4}, std::nullopt};
   auto reader = std::move(CheckpointReader::Open(*store, r)).value();
   std::vector<uint8_t> got(blobs.size());
   ASSERT_EQ(*reader->Read(got), got.size());
   EXPECT_EQ(got, blobs);
+  EXPECT_EQ(device->copies_out, 2 * pages);
 }
 
 }  // namespace

@@ -534,16 +534,16 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   // The bytes as they landed: in host memory, or device memory the service wrote directly (CUDA
   // IPC, NCCL, UCX with CUDA support), checked where it is.
   const uint8_t* landed = b.transfer_base() + offset;
+  bool on_device = false;
 #ifdef LEAPCACHE_TRANSPORT_CUDA
   if (b.memory == MemoryKind::kCuda && !b.staged()) {
     absl::StatusOr<uint32_t> crc = transport::DeviceCrc32c(landed, out->total_bytes);
     if (!crc.ok()) return crc.status();
     out->crc32c = *crc;
-  } else
-#endif
-  {
-    out->crc32c = Crc32c({landed, out->total_bytes});
+    on_device = true;
   }
+#endif
+  if (!on_device) out->crc32c = Crc32c({landed, out->total_bytes});
   if (out->crc32c != r.crc32c()) {
     return absl::DataLossError(absl::StrCat("the bytes that landed have CRC-32C ", out->crc32c,
                                             ", the service sent ", r.crc32c()));

@@ -70,8 +70,9 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> NcclPeerConnection::Import(
 absl::Status NcclPeerConnection::Execute(RemoteRegion& region, std::span<const TransferOp> ops,
                                          absl::Time deadline) {
   LC_RETURN_IF_ERROR(ValidateTransfers(region.descriptor(), ops, /*takes_device_memory=*/true));
-  if (!ops.empty() && ops[0].local_memory == MemoryKind::kCuda)
+  if (!ops.empty() && ops[0].local_memory == MemoryKind::kCuda) {
     return SendFromDevice(ops, deadline);
+  }
   if (ops.size() != 1 || ops[0].local_memory != MemoryKind::kHost) {
     return absl::InvalidArgumentError(absl::StrCat(
         "an NCCL transfer list holds one op (the transfer the engine matches), not ", ops.size()));

@@ -43,7 +43,10 @@ for run in decode_cuda decode_cpu gpu_tier; do
     gpu_tier) flags=(--gpu-memory-budget=4GiB --gpu-device=0) ;;
   esac
   rm -f "$out/server.port"
-  "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= --memory-budget=2GiB \
+  # The tests find the server through LEAPCACHE_SERVER_BIN; the server reads LEAPCACHE_* as its
+  # settings, so it starts without it.
+  env -u LEAPCACHE_SERVER_BIN "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 \
+    --metrics-listen= --memory-budget=2GiB \
     "${flags[@]}" --port-file="$out/server.port" > "$out/server.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do [ -s "$out/server.port" ] && break; sleep 0.1; done

@@ -29,7 +29,9 @@ start_server() {
   local dir=$1
   shift
   rm -f "$dir/server.port"
-  "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= \
+  # The tests find the server through LEAPCACHE_SERVER_BIN; the server reads LEAPCACHE_* as its
+  # settings, so it starts without it.
+  env -u LEAPCACHE_SERVER_BIN "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 --metrics-listen= \
     --port-file="$dir/server.port" "$@" > "$dir/server.log" 2>&1 &
   server_pid=$!
   # Up to 30 s: a fresh process's first CUDA context on a large GPU can take seconds.

@@ -2,6 +2,8 @@
 
 #include <bit>
 #include <cstring>
+#include <limits>
+#include <string>
 
 #include "gpu/crc32c.h"
 
@@ -181,6 +183,30 @@ void SealBlob(const BlobSpec& s, std::span<uint8_t> blob) {
   StoreU32(h + header::kFingerprint, LayoutFingerprint(s));
   StoreU32(h + header::kPayloadCrc, Crc32c(h + kHeaderBytes, l.payload_bytes));
   StoreU32(h + header::kHeaderCrc, Crc32c(h, header::kHeaderCrc));
+}
+
+Status CheckStoredValues(const BlobSpec& spec, std::span<const uint8_t> payload) {
+  const PayloadLayout l = ComputeLayout(spec);
+  const auto scales = [&](size_t offset, size_t bytes, const char* name) -> Status {
+    for (size_t at = offset; at < offset + bytes; at += 4) {
+      const float x = std::bit_cast<float>(LoadU32(payload.data() + at));
+      if (!(x > 0.0f) || x == std::numeric_limits<float>::infinity()) {
+        return DataLossError(std::string(name) + " " + std::to_string((at - offset) / 4) +
+                             " is not finite and positive");
+      }
+    }
+    return OkStatus();
+  };
+  LEAPCACHE_RETURN_IF_ERROR(scales(l.row_scale_offset, l.row_scale_bytes, "row scale"));
+  LEAPCACHE_RETURN_IF_ERROR(scales(l.col_scale_offset, l.col_scale_bytes, "column scale"));
+  for (size_t at = l.comp_offset; at < l.comp_offset + l.comp_bytes; at += 2) {
+    // fp16 with an all-ones exponent: infinity or NaN.
+    if ((LoadU16(payload.data() + at) & 0x7C00) == 0x7C00) {
+      return DataLossError("compensator " + std::to_string((at - l.comp_offset) / 2) +
+                           " is not finite");
+    }
+  }
+  return OkStatus();
 }
 
 StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {

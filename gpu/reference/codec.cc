@@ -166,6 +166,9 @@ StatusOr<UnpackedBlob> Unpack(std::span<const uint8_t> blob) {
   LEAPCACHE_ASSIGN_OR_RETURN(const BlobSpec s, ParseBlob(blob));
   const PayloadLayout l = ComputeLayout(s);
   const uint8_t* payload = blob.data() + kHeaderBytes;
+  // Stored scales and factors come from a checksummed blob, but a hand-made blob with a valid
+  // checksum could still carry infinities or NaNs: reject them rather than decode garbage.
+  LEAPCACHE_RETURN_IF_ERROR(CheckStoredValues(s, blob.subspan(kHeaderBytes, l.payload_bytes)));
   const int dk = s.dk, dv = s.dv;
   const size_t n = static_cast<size_t>(dk) * dv;
   UnpackedBlob u;
@@ -198,9 +201,6 @@ StatusOr<UnpackedBlob> Unpack(std::span<const uint8_t> blob) {
     std::vector<float> col_scale;
     LoadFloats(payload + l.col_scale_offset, col_scale, dv);
     for (int j = 0; j < dv; ++j) {
-      if (!std::isfinite(col_scale[j]) || col_scale[j] <= 0.0f) {
-        return DataLossError("column scale is not finite and positive");
-      }
       // May underflow to 0 for an all-zero column (scale at the 2^-149 floor): its codes are 0.
       u.col_factor[j] = col_scale[j] / q;
     }
@@ -213,13 +213,6 @@ StatusOr<UnpackedBlob> Unpack(std::span<const uint8_t> blob) {
     for (int a = 0; a < dk; ++a) u.kfac[h * dk + a] = HalfToFloat(LoadU16(row + 2 * a));
     for (int j = 0; j < dv; ++j) u.vfac[h * dv + j] = HalfToFloat(LoadU16(row + 2 * (dk + j)));
   }
-  // Stored scales and factors come from a checksummed blob, but a hand-made blob with a valid
-  // checksum could still carry infinities or NaNs: reject them rather than decode garbage.
-  for (float x : u.row_scale) {
-    if (!std::isfinite(x) || x <= 0.0f) return DataLossError("row scale is not finite and positive");
-  }
-  for (float x : u.kfac) if (!std::isfinite(x)) return DataLossError("compensator is not finite");
-  for (float x : u.vfac) if (!std::isfinite(x)) return DataLossError("compensator is not finite");
   return u;
 }
 

@@ -85,8 +85,12 @@ absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
                                                      "; the namespace stores ",
                                                      ns.spec.format.ToString()));
     }
-    absl::Status st = FromFormatStatus(ParseBlob(blob).status());
+    leapcache::StatusOr<BlobSpec> parsed = ParseBlob(blob);
+    absl::Status st = FromFormatStatus(parsed.status());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat(where(i), ": ", st.message()));
+    // Values no reader would accept, under a valid checksum: the put's own bad content.
+    st = FromFormatStatus(CheckStoredValues(*parsed, blob.subspan(kHeaderBytes)));
+    if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(where(i), ": ", st.message()));
   }
   *blob_crcs = std::move(crcs);
   return absl::OkStatus();

@@ -18,7 +18,9 @@ namespace leapcache::core {
 //  2. each blob whose header is intact declares exactly the namespace's BlobSpec, else
 //     INVALID_ARGUMENT naming the (layer, head) and both specs;
 //  3. each blob passes ParseBlob (gpu/format.h): DATA_LOSS / INVALID_ARGUMENT naming the
-//     (layer, head), e.g. for a truncated upload whose tail is stale or zero.
+//     (layer, head), e.g. for a truncated upload whose tail is stale or zero;
+//  4. each blob's stored values are ones a reader accepts (CheckStoredValues: scales finite
+//     and positive, compensators finite), else INVALID_ARGUMENT naming the (layer, head).
 // Reads only; the caller owns the placement's pages. On success *blob_crcs holds each blob's
 // CRC-32C in (layer, head) order, recorded with the checkpoint (ReadLease::BlobCrc).
 absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,

@@ -58,6 +58,11 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
       return absl::DataLossError(absl::StrCat(describe(i), ": the blob is ", parsed->ToString(),
                                               ", not the namespace's ", spec.ToString()));
     }
+    if (const absl::Status st =
+            core::FromFormatStatus(CheckStoredValues(*parsed, b.subspan(kHeaderBytes)));
+        !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat(describe(i), ": ", st.message()));
+    }
     uint8_t* const region = h_pool_ + pool->region_offset(static_cast<int>(i), 0);
     std::memcpy(region, b.data() + kHeaderBytes, payload);
     std::memset(region + pool->window_offset, 0, pool->rec_k_offset - pool->window_offset);

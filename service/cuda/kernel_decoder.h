@@ -1,8 +1,9 @@
 // KernelDecoder: stored v1 blobs -> dense states with the decode kernel (WindowDecode), for the
 // server's dense gets when it runs on a GPU. Each blob is checked on the host (ParseBlob: header,
-// CRCs, the namespace's exact format) and its payload placed in a region of a scratch pool as a
-// fresh boundary (the payload is byte-identical to a region's, pool_layout.h); one launch then
-// decodes the whole batch and the states leave the device in the requested dtype and layout.
+// CRCs, the namespace's exact format; CheckStoredValues) and its payload placed in a region of a
+// scratch pool as a fresh boundary (the payload is byte-identical to a region's, pool_layout.h);
+// one launch then decodes the whole batch and the states leave the device in the requested
+// dtype and layout.
 //
 // The kernel computes in fp32 like the CPU reference but not in the same order, so a state
 // decoded here equals the reference's to within fp32 rounding (relative L2 below 1e-6), not bit

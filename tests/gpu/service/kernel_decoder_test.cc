@@ -1,8 +1,9 @@
 // The kernel-backed decoder of dense gets on the device against the CPU reference codec: for GDN
 // and KDA, fp32 and bf16, [K,V] and [V,K], the states it returns for the reference's blobs equal
 // the reference decode to within fp32 rounding (bf16: the same codes, or another within rounding
-// where the fp32 values straddle a rounding boundary); a damaged blob or one of another format is
-// refused naming it, before anything is written.
+// where the fp32 values straddle a rounding boundary); a damaged blob, one with a NaN
+// compensator under valid checksums or one of another format is refused naming it, before
+// anything is written.
 #include "service/cuda/kernel_decoder.h"
 
 #include <gtest/gtest.h>
@@ -129,6 +130,16 @@ TEST(KernelDecoderTest, BadBlobsAreRefusedBeforeAnythingIsWritten) {
   Decoded got = Decode(*decoder, spec, kernels::DType::kFp32, Orientation::kKV, blobs);
   EXPECT_EQ(got.status.code(), absl::StatusCode::kDataLoss) << got.status;
   EXPECT_NE(got.status.message().find("state 5"), std::string::npos) << got.status;
+  EXPECT_EQ(got.bytes, std::vector<uint8_t>(got.bytes.size(), 0xFF));
+
+  // A NaN compensator under valid checksums: refused as the reference decoder refuses it.
+  blobs = ReferenceBlobs(spec, 8, 7);
+  StoreU16(blobs[3].data() + kHeaderBytes + ComputeLayout(spec).comp_offset, 0x7e00);
+  SealBlob(spec, blobs[3]);
+  got = Decode(*decoder, spec, kernels::DType::kFp32, Orientation::kKV, blobs);
+  EXPECT_EQ(got.status.code(), absl::StatusCode::kDataLoss) << got.status;
+  EXPECT_NE(got.status.message().find("state 3: compensator 0 is not finite"), std::string::npos)
+      << got.status;
   EXPECT_EQ(got.bytes, std::vector<uint8_t>(got.bytes.size(), 0xFF));
 
   // A valid blob of another format (KDA's layout) is not the namespace's.

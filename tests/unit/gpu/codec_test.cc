@@ -669,6 +669,33 @@ TEST(Decode, TruncatedOrCorruptedBlobsFailWithoutWriting) {
   }
 }
 
+// The check readers and the store's commit share: each unusable value named with its index.
+TEST(CheckStoredValues, NamesTheFirstUnusableValue) {
+  const int dk = 16, dv = 32;
+  const BlobSpec s = Leap(8, dk, dv);
+  const std::vector<uint8_t> blob = MustEncode(s, RealisticState(dk, dv, 112));
+  const auto payload = [](const std::vector<uint8_t>& b) {
+    return std::span<const uint8_t>(b).subspan(kHeaderBytes);
+  };
+  EXPECT_TRUE(CheckStoredValues(s, payload(blob)).ok());
+  const PayloadLayout l = ComputeLayout(s);
+  std::vector<uint8_t> bad = blob;
+  const float zero = 0.0f;
+  std::memcpy(bad.data() + kHeaderBytes + l.col_scale_offset + 4 * 7, &zero, 4);
+  Status st = CheckStoredValues(s, payload(bad));
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(MessageContains(st, "column scale 7 is not finite and positive")) << st.ToString();
+  bad = blob;
+  StoreU16(bad.data() + kHeaderBytes + l.comp_offset + 2 * 9, 0x7e00);  // fp16 NaN
+  st = CheckStoredValues(s, payload(bad));
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(MessageContains(st, "compensator 9 is not finite")) << st.ToString();
+  // Codecs without scales or compensators have nothing to check.
+  const BlobSpec f = Fp32(dk, dv);
+  const std::vector<uint8_t> dense = MustEncode(f, RealisticState(dk, dv, 113));
+  EXPECT_TRUE(CheckStoredValues(f, payload(dense)).ok());
+}
+
 // Hand-made blobs with valid checksums whose scales or compensators are not usable.
 TEST(Decode, ValidChecksumsButUnusableScalesAreDataLoss) {
   const int dk = 16, dv = 32;

@@ -229,6 +229,26 @@ TEST_F(FailedCommitTest, WrongChecksumIsDataLoss) {
   ExpectNothingChanged(r->id, during);
 }
 
+TEST_F(FailedCommitTest, UnusableValuesUnderAValidChecksumAreInvalidArgument) {
+  // A blob whose checksums are right but whose compensator is NaN: no reader would accept it,
+  // so the store refuses it at commit, naming it, rather than serve it.
+  absl::StatusOr<Reservation> r = store_->Reserve(Request(9));
+  ASSERT_TRUE(r.ok());
+  std::vector<uint8_t> bytes = CheckpointBytes(ns_, 9, {0, 4});
+  const PayloadLayout l = ComputeLayout(ns_.spec.format);
+  const size_t blob6 = ns_.blob_bytes * 6;  // layer 1, head 2
+  StoreU16(bytes.data() + blob6 + kHeaderBytes + l.comp_offset, 0x7e00);
+  SealBlob(ns_.spec.format, std::span(bytes).subspan(blob6, ns_.blob_bytes));
+  ASSERT_TRUE(store_->Upload(r->id, 0, bytes).ok());
+  const StoreStats during = store_->Stats();
+  absl::Status st = store_->Commit(r->id, Crc(bytes));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("blob (layer 1, head 2): compensator 0 is not finite"),
+            std::string::npos)
+      << st;
+  ExpectNothingChanged(r->id, during);
+}
+
 TEST_F(FailedCommitTest, TruncatedUploadFails) {
   absl::StatusOr<Reservation> r = store_->Reserve(Request(9));
   ASSERT_TRUE(r.ok());

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "gpu/format.h"
+#include "gpu/kernels/kernels.h"
 
 namespace leapcache::cuda {
 
@@ -24,6 +25,17 @@ struct KernelCodecScratch {
   // device cannot hold it.
   static absl::StatusOr<std::unique_ptr<KernelCodecScratch>> Create(int device, int max_states);
   ~KernelCodecScratch();
+
+  // The kernels' view of states [0, n) of the scratch, slots 0..n-1, in dtype and layout.
+  kernels::DenseParams Dense(size_t n, kernels::DType dtype, Orientation layout) const {
+    kernels::DenseParams p;
+    p.batch = static_cast<int>(n);
+    p.slot = slot;
+    p.states = states;
+    p.dtype = dtype;
+    p.layout = layout;
+    return p;
+  }
 
   int device = 0;
   int max_states = 0;

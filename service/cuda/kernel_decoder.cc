@@ -71,13 +71,8 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
   LC_RETURN_IF_ERROR(CudaResult(
       cudaMemcpyAsync(k.pool, h_pool_, pool->pool_bytes(), cudaMemcpyHostToDevice, k.stream),
       "cudaMemcpyAsync"));
-  kernels::DenseParams p;
-  p.batch = static_cast<int>(n);
-  p.slot = k.slot;
-  p.states = k.states;
-  p.dtype = dtype;
-  p.layout = layout;
-  LC_RETURN_IF_ERROR(core::FromFormatStatus(kernels::WindowDecode(*pool, p, k.pool, k.stream)));
+  LC_RETURN_IF_ERROR(core::FromFormatStatus(
+      kernels::WindowDecode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream)));
   LC_RETURN_IF_ERROR(CudaResult(
       cudaMemcpyAsync(out.data(), k.states, out.size(), cudaMemcpyDeviceToHost, k.stream),
       "cudaMemcpyAsync"));

@@ -46,13 +46,8 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
       !st.ok()) {
     return st;
   }
-  kernels::DenseParams p;
-  p.batch = static_cast<int>(n);
-  p.slot = k.slot;
-  p.states = k.states;
-  p.dtype = dtype;
-  p.layout = layout;
-  if (absl::Status st = core::FromFormatStatus(kernels::WindowEncode(*pool, p, k.pool, k.stream));
+  if (absl::Status st = core::FromFormatStatus(
+          kernels::WindowEncode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream));
       !st.ok()) {
     return st;
   }

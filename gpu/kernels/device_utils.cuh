@@ -67,6 +67,28 @@ __device__ __forceinline__ float BlockMax(float x, float* scratch) {
   return t;
 }
 
+// Block-wide sums of N values at once (one pair of barriers for all of them; each sum in the
+// order BlockSum uses); `scratch` holds N * kThreads / 32 floats. Every thread gets the results.
+template <int kThreads, int N>
+__device__ __forceinline__ void BlockSumN(float (&x)[N], float* scratch) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = GroupSum<32>(x[i]);
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) scratch[i * (kThreads / 32) + warp] = x[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) t += scratch[i * (kThreads / 32) + w];
+    x[i] = t;
+  }
+}
+
 // Block-wide maxima of N values at once (one pair of barriers for all of them); `scratch`
 // holds N * kThreads / 32 floats. Every thread gets the results in x.
 template <int kThreads, int N>

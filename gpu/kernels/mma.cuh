@@ -1,5 +1,5 @@
-// Tensor-core helpers shared by the step and the refit: one mma.sync tile and the power-of-two
-// scaling that lets an fp32 operand be split exactly enough into fp16 hi + lo parts.
+// Tensor-core helpers shared by the step and the refit: mma.sync tiles (fp16 and int8) and the
+// power-of-two scaling that lets an fp32 operand be split exactly enough into fp16 hi + lo parts.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +15,16 @@ __device__ __forceinline__ void MmaF16(float d[4], const uint32_t a[4], uint32_t
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D += A B for one m16n8k32 tile of signed 8-bit integers: A row-major (4 regs of 4 int8), B
+// column-major (2 regs of 4 int8), D int32 (4 regs), in the PTX fragment layout. Exact.
+__device__ __forceinline__ void MmaS8(int d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 

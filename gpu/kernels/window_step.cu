@@ -2,15 +2,14 @@
 // reference::WindowState::Step). One CTA of 128 threads per (request, head):
 //   A. the 16 KiB of int8 codes are requested first (8 x 16 B per lane, in flight during the
 //      rest of the prologue); inputs are normalised, the window's log-gate advanced, and the
-//      read vectors y = exp(G) * x (x = k, q) and s_k * y (as fp16 hi + lo) staged in shared
-//      memory;
+//      read vectors y = exp(G) * x (x = k, q) staged in shared memory, with s_k * y split into
+//      four 7-bit integer limbs each;
 //   B. the short dot products: each compensator's key factor and each record's key with the
 //      decayed k and q (one warp per item);
-//   C. the code pass on tensor cores: the codes times [y_k, y_q] is a [128 x 128] x [128 x 2]
-//      product; each warp runs mma.sync m16n8k16 on its 32 value rows, codes converted exactly
-//      to fp16 and the read vectors split into fp16 hi + lo parts (fp32 accumulation; products
-//      exact), so both readouts come from one read of the codes in about a third of the
-//      instructions of the CUDA-core version;
+//   C. the code pass on integer tensor cores: the codes times [y_k, y_q] is a [128 x 128] x
+//      [128 x 8] product of int8 codes and int8 limbs (mma.sync m16n8k32, exact int32 sums), so
+//      the codes go from their loads straight into the mma with no conversion, and the limbs'
+//      27 bits leave the fp32 recombination as the only rounding;
 //   D. thread j owns value column j: adds the compensator and record terms, forms u_j, finds
 //      the new record's scale (block max), rounds, writes o_j and appends the record.
 // Only the record append and o are written; the boundary payload is read once.
@@ -44,30 +43,52 @@ struct StepArgs {
   float scale;
 };
 
-// Power of two 2^e with max / 2^e in [1, 2) (1 for zero): the record scale of FORMAT.md.
+// Power of two 2^e with max / 2^e in [1, 2) (1 for zero): the record scale of FORMAT.md. Bit
+// arithmetic for normal maxima (the block-uniform branch to frexpf is for subnormal ones).
 __device__ __forceinline__ float RecordScale(float max_abs) {
   if (max_abs == 0.0f) return 1.0f;
+  const int bits = __float_as_int(max_abs) & 0x7f800000;
+  if (bits != 0) return __int_as_float(bits);
   int e = 0;
   frexpf(max_abs, &e);
   return ldexpf(1.0f, e - 1);
 }
 
-// Two int8 codes (bytes 0-1 or 2-3 of `biased` = word ^ 0x80808080) as an exact half2: each
-// biased byte b becomes the low mantissa byte of 1024 (fp16 0x6400 | b = 1024 + b), and one
-// HSUB2 removes 1024 + 128.
-__device__ __forceinline__ uint32_t BiasedBytesToHalf2(uint32_t biased, uint32_t selector) {
-  const uint32_t h = __byte_perm(biased, 0x64646464u, selector);
-  __half2 x = *reinterpret_cast<const __half2*>(&h);
-  x = __hsub2(x, __half2half2(__ushort_as_half(0x6480)));  // 1152 = 1024 + 128
-  return *reinterpret_cast<const uint32_t*>(&x);
+// x / s for a power of two s, exactly as the division rounds: a multiplication by 1 / s where
+// that is a normal float (every scale real inputs produce), the division otherwise.
+__device__ __forceinline__ float DivideByPowerOfTwo(float x, float s) {
+  const int bits = __float_as_int(s);
+  if (bits >= 0x00800000 && bits <= 0x7e800000) return x * __int_as_float(0x7f000000 - bits);
+  return x / s;
+}
+
+// The exponent that brings a read vector's largest magnitude into [2^5, 2^6), so its first
+// limb rounds into [-64, 64]; clamped so that 2^e stays a normal float.
+__device__ __forceinline__ int LimbExponent(float max_abs) {
+  if (!(max_abs > 0.0f)) return 0;
+  int e = 0;
+  frexpf(max_abs, &e);  // max_abs in [2^(e-1), 2^e)
+  return max(-120, min(120, 6 - e));
+}
+
+// y (already scaled by 2^LimbExponent) as four int8 limbs, y = l0 + l1 / 128 + l2 / 128^2 +
+// l3 / 128^3 up to 2^-22: each limb is the rounded remainder of the last, every step exact in
+// fp32 (the remainder is at most 1/2, and times 128 at most 64).
+__device__ __forceinline__ void SplitIntoLimbs(float y, int8_t* limb, int stride) {
+#pragma unroll
+  for (int l = 0; l < 4; ++l) {
+    const float r = rintf(y);
+    limb[l * stride] = static_cast<int8_t>(static_cast<int>(r));
+    y = (y - r) * 128.0f;
+  }
 }
 
 template <bool kKda, typename TIn, typename TOut>
 __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   __shared__ float s_yk[kD], s_yq[kD];    // exp(G) * x
-  // s_k * exp(G) * x (x = k, q) times a per-vector power of two, split into fp16 hi + lo:
-  // rows [k hi, k lo, q hi, q lo], the B operand of the code pass.
-  __shared__ __align__(16) __half s_ysplit[4][kD];
+  // s_k * exp(G) * x (x = k, q) times a per-vector power of two as four int8 limbs: rows
+  // [k limbs 0-3, q limbs 0-3], the B operand (columns) of the code pass.
+  __shared__ __align__(16) int8_t s_limbs[8][kD];
   __shared__ float s_xk[kD], s_xq[kD];    // prepared k and q
   __shared__ float s_G[kD];               // the advanced cumulative log-gate
   __shared__ float s_acc_k[kD], s_acc_q[kD];
@@ -92,21 +113,22 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
     return;
   }
   uint8_t* region = a.pool + (static_cast<size_t>(slot) * rv.num_heads + h) * rv.region_bytes;
-  const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
-  if (n >= rv.p) {  // full window not yet refitted: a caller bug; keep the state, flag the output
-    StoreFromFloat(o, t, __int_as_float(0x7fc00000));
-    return;
-  }
 
-  // A. Issue the code loads first, in the mma fragment layout of phase C: warp w owns value
-  // rows 32 w + 16 mt + {g, g + 8} (g = lane / 4, mt = 0, 1); lane quad c = lane % 4 reads
-  // bytes [16 c, +16) and [64 + 16 c, +16) of each (64 contiguous bytes per row and load).
+  // A. Issue the code loads first (with the window length, not after it: the two round trips
+  // overlap), in the mma fragment layout of phase C: warp w owns value rows
+  // 32 w + 16 mt + {g, g + 8} (g = lane / 4, mt = 0, 1); lane quad c = lane % 4 reads bytes
+  // [16 c, +16) and [64 + 16 c, +16) of each (64 contiguous bytes per row and load).
   const int g = lane / 4, c4 = lane % 4;
   uint4 codes[8];  // [mt][row g / g + 8][low / high half of the row]
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int j = 32 * warp + 16 * (i / 4) + g + 8 * ((i / 2) % 2);
     codes[i] = __ldcs(reinterpret_cast<const uint4*>(region + rv.codes + j * kD + 64 * (i % 2) + 16 * c4));
+  }
+  const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
+  if (n >= rv.p) {  // full window not yet refitted: a caller bug; keep the state, flag the output
+    StoreFromFloat(o, t, __int_as_float(0x7fc00000));
+    return;
   }
   BlockCopyAsync(s_rec_k, region + rv.rec_k, n * kD * 2);
   BlockCopyAsync(s_rec_u, region + rv.rec_u, n * kD * 2);
@@ -127,10 +149,10 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   __syncthreads();
   const float sk_row = rv.smoothing ? s_row_scale[t] : 1.0f;
   if (a.l2norm) {
-    const float qs = BlockSum<kThreads>(qv * qv, s_red);
-    const float ks = BlockSum<kThreads>(kv * kv, s_red);
-    qv *= 1.0f / sqrtf(qs + 1e-6f);
-    kv *= 1.0f / sqrtf(ks + 1e-6f);
+    float sums[2] = {qv * qv, kv * kv};
+    BlockSumN<kThreads, 2>(sums, s_red);
+    qv *= 1.0f / sqrtf(sums[0] + 1e-6f);
+    kv *= 1.0f / sqrtf(sums[1] + 1e-6f);
   }
   qv *= a.scale;
   const float e = expf(Gt);
@@ -144,17 +166,12 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   BlockMaxN<kThreads, 3>(maxima, s_red);  // barrier
   // The new record's key: scaled by a power of two and rounded to fp16 (as stored).
   const float k_scale = RecordScale(maxima[0]);
-  const float k_rec = RoundToHalf(kv / k_scale);
-  // The code pass's operands: y * 2^ex = hi + lo in fp16 (hi + lo carries 22 bits of y).
-  const int ex_k = SplitExponent(maxima[1]), ex_q = SplitExponent(maxima[2]);
-  {
-    const float yk = ldexpf(ysk, ex_k), yq = ldexpf(ysq, ex_q);
-    const __half yk_hi = __float2half_rn(yk), yq_hi = __float2half_rn(yq);
-    s_ysplit[0][t] = yk_hi;
-    s_ysplit[1][t] = __float2half_rn(yk - __half2float(yk_hi));
-    s_ysplit[2][t] = yq_hi;
-    s_ysplit[3][t] = __float2half_rn(yq - __half2float(yq_hi));
-  }
+  const float k_rec = RoundToHalf(DivideByPowerOfTwo(kv, k_scale));
+  // The code pass's operands: y * 2^ex as four 7-bit limbs (27 bits of y relative to its
+  // vector's largest entry).
+  const int ex_k = LimbExponent(maxima[1]), ex_q = LimbExponent(maxima[2]);
+  SplitIntoLimbs(ysk * PowerOfTwo(ex_k), &s_limbs[0][t], kD);
+  SplitIntoLimbs(ysq * PowerOfTwo(ex_q), &s_limbs[4][t], kD);
 
   // B. Dot products of length dk, one warp per item: compensators 0..r-1, records 0..n-1,
   // and the new record's key with q (its scale w is known only after u).
@@ -202,54 +219,51 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   }
   const float knq = BlockSum<kThreads>(k_rec * qv, s_red);  // barrier: B's results visible
 
-  // C. The code pass. Key index permutation: k-tile kt of the mma takes, for lane quad c, the
-  // four codes a = base(kt, c) + 0..3 of one 32-bit word this lane loaded (a0/a2 get codes 0-1
-  // and 2-3 of row g, a1/a3 those of row g + 8); B column n = g < 4 is row g of s_ysplit at
-  // the same a. Any permutation of the key index gives the same sum.
-  uint32_t bfrag[8][2];
+  // C. The code pass, mma.sync m16n8k32 s8 x s8 -> s32. Key index permutation: k-tile kt takes,
+  // for lane quad c, the codes of words 2 kt (a0 / a2: rows g / g + 8) and 2 kt + 1 (a1 / a3)
+  // of the 8 words this lane loaded per row; B column n = g is limb row g of s_limbs at the
+  // same keys, which are the same words of the same 16-byte loads. Any permutation of the key
+  // index gives the same sum.
+  uint32_t bfrag[8];
   {
-    uint4 lo = make_uint4(0, 0, 0, 0), lo2 = lo, hi = lo, hi2 = lo;
-    if (g < 4) {
-      const uint4* y = reinterpret_cast<const uint4*>(s_ysplit[g]);  // 8 halves per uint4
-      lo = y[2 * c4];
-      lo2 = y[2 * c4 + 1];
-      hi = y[8 + 2 * c4];
-      hi2 = y[8 + 2 * c4 + 1];
-    }
-    const uint4 parts[4] = {lo, lo2, hi, hi2};
+    const uint4 lo = *reinterpret_cast<const uint4*>(&s_limbs[g][16 * c4]);
+    const uint4 hi = *reinterpret_cast<const uint4*>(&s_limbs[g][64 + 16 * c4]);
+    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      bfrag[2 * q][0] = parts[q].x;
-      bfrag[2 * q][1] = parts[q].y;
-      bfrag[2 * q + 1][0] = parts[q].z;
-      bfrag[2 * q + 1][1] = parts[q].w;
-    }
+    for (int i = 0; i < 8; ++i) bfrag[i] = words[i];
   }
-  const float unscale_k = ldexpf(1.0f, -ex_k), unscale_q = ldexpf(1.0f, -ex_q);
+  // Lane quad c holds columns 2 c and 2 c + 1: limbs (0, 1) of k, (2, 3) of k, (0, 1) of q,
+  // (2, 3) of q. Its two limbs' weight, and the vector's unscaling power of two.
+  const float w_hi = (c4 % 2 == 0) ? 1.0f : 1.0f / (128.0f * 128.0f);
+  const float unscale = PowerOfTwo(-(c4 < 2 ? ex_k : ex_q));
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int d[4] = {0, 0, 0, 0};
+    const uint4 row_g[2] = {codes[4 * mt], codes[4 * mt + 1]};
+    const uint4 row_g8[2] = {codes[4 * mt + 2], codes[4 * mt + 3]};
 #pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      // Word kt of the row's 32 bytes: kt < 4 from the low uint4, else from the high one.
-      auto word = [&](const uint4& v) {
-        const int w = kt % 4;
-        return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+    for (int kt = 0; kt < 4; ++kt) {
+      auto word = [](const uint4 (&row)[2], int w) {
+        const uint4& v = row[w / 4];
+        return (w % 4) == 0 ? v.x : (w % 4) == 1 ? v.y : (w % 4) == 2 ? v.z : v.w;
       };
-      const uint32_t w0 = word(codes[4 * mt + (kt / 4)]) ^ 0x80808080u;      // row g
-      const uint32_t w1 = word(codes[4 * mt + 2 + (kt / 4)]) ^ 0x80808080u;  // row g + 8
-      const uint32_t a[4] = {BiasedBytesToHalf2(w0, 0x5140), BiasedBytesToHalf2(w1, 0x5140),
-                             BiasedBytesToHalf2(w0, 0x5342), BiasedBytesToHalf2(w1, 0x5342)};
-      MmaF16(d, a, bfrag[kt][0], bfrag[kt][1]);
+      const uint32_t af[4] = {word(row_g, 2 * kt), word(row_g8, 2 * kt), word(row_g, 2 * kt + 1),
+                              word(row_g8, 2 * kt + 1)};
+      MmaS8(d, af, bfrag[2 * kt], bfrag[2 * kt + 1]);
     }
-    // Lane quad 0 holds columns (k hi, k lo), quad 1 (q hi, q lo), rows g and g + 8.
+    // Row g: columns 2 c (weight w_hi) and 2 c + 1 (w_hi / 128); the other limb pair of the same
+    // vector is in the neighbouring lane quad. int32 sums of at most 2^20 are exact in fp32.
+    float part_g = fmaf(static_cast<float>(d[1]), w_hi * (1.0f / 128.0f), static_cast<float>(d[0]) * w_hi);
+    float part_g8 = fmaf(static_cast<float>(d[3]), w_hi * (1.0f / 128.0f), static_cast<float>(d[2]) * w_hi);
+    part_g += __shfl_xor_sync(0xffffffffu, part_g, 1);
+    part_g8 += __shfl_xor_sync(0xffffffffu, part_g8, 1);
     const int j = 32 * warp + 16 * mt + g;
     if (c4 == 0) {
-      s_acc_k[j] = (d[0] + d[1]) * unscale_k;
-      s_acc_k[j + 8] = (d[2] + d[3]) * unscale_k;
-    } else if (c4 == 1) {
-      s_acc_q[j] = (d[0] + d[1]) * unscale_q;
-      s_acc_q[j + 8] = (d[2] + d[3]) * unscale_q;
+      s_acc_k[j] = part_g * unscale;
+      s_acc_k[j + 8] = part_g8 * unscale;
+    } else if (c4 == 2) {
+      s_acc_q[j] = part_g * unscale;
+      s_acc_q[j + 8] = part_g8 * unscale;
     }
   }
   __syncthreads();
@@ -270,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   }
   const float u = beta * (vv - rk);
   const float u_scale = RecordScale(BlockMax<kThreads>(fabsf(u), s_red));
-  const float u_rec = RoundToHalf(u / u_scale);
+  const float u_rec = RoundToHalf(DivideByPowerOfTwo(u, u_scale));
   const float w_new = k_scale * u_scale;
   StoreFromFloat(o, j, fmaf(w_new * knq, u_rec, rq));
 

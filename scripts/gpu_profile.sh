@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA Hopper GPU and Nsight Compute: profiles one launch of each
+# window-format kernel inside leapcache-kernel-bench (GDN and KDA step, the staggered refit
+# launch) at batch B (default 256) and writes, per kernel, the full section report and the
+# per-SASS-instruction source page (executed instructions and stall samples per line) as CSV.
+# Clocks are left as the machine has them (--clock-control none).
+#   [LEAPCACHE_PROFILE_ONLY=step_gdn,...] scripts/gpu_profile.sh BENCH_BINARY OUT_DIR [B]
+set -uo pipefail
+bench=${1:?usage: gpu_profile.sh BENCH_BINARY OUT_DIR [B]}
+out=${2:?usage: gpu_profile.sh BENCH_BINARY OUT_DIR [B]}
+batch=${3:-256}
+mkdir -p "$out"
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+[ -n "$ncu" ] || { echo "no ncu on this machine" >&2; exit 1; }
+# name | kernel filter | launches skipped (past the bench's set-up steps, into the timed cycle)
+profiles=(
+  "step_gdn|regex:WindowStepKernel<.bool.0|100"
+  "step_kda|regex:WindowStepKernel<.bool.1|100"
+  "refit_staggered|regex:RefitKernel|100"
+)
+only=${LEAPCACHE_PROFILE_ONLY:-}  # a comma-separated subset of the names above
+status=0
+for p in "${profiles[@]}"; do
+  IFS='|' read -r name filter skip <<< "$p"
+  [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
+  "$ncu" --kernel-name-base demangled --kernel-name "$filter" --launch-skip "$skip" \
+    --launch-count 1 --set full --import-source yes --clock-control none -f -o "$out/$name" \
+    "$bench" --batches "$batch" --out "$out/bench_$name" > "$out/$name.ncu.log" 2>&1 || status=1
+  "$ncu" -i "$out/$name.ncu-rep" --page details --csv > "$out/$name.details.csv" 2>&1 || status=1
+  "$ncu" -i "$out/$name.ncu-rep" --page source --csv --print-source sass \
+    > "$out/$name.sass.csv" 2>&1 || status=1
+done
+exit $status

@@ -31,6 +31,23 @@ constexpr int kD = kKernelDim;
 constexpr int kThreads = 128;
 constexpr int kMaxItems = kMaxRank + kMaxWindow + 1;
 
+__host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
+
+// The dynamic shared memory: the open window's records and the compensators, staged by
+// cp.async, sized by the pool's p and r (so a p = 16 pool keeps more CTAs per SM than the
+// largest window would allow). Byte offsets, every section 16-byte aligned.
+struct StepStage {
+  int rec_k, rec_u, rec_g, rec_w, comp, bytes;
+  __host__ __device__ StepStage(int p, int r, int gate) {
+    rec_k = 0;
+    rec_u = rec_k + p * kD * 2;
+    rec_g = rec_u + p * kD * 2;
+    rec_w = rec_g + RoundUp16(p * gate * 4);
+    comp = rec_w + RoundUp16(p * 4);
+    bytes = comp + r * 2 * kD * 2;
+  }
+};
+
 struct StepArgs {
   RegionView rv;
   int batch;
@@ -84,25 +101,27 @@ __device__ __forceinline__ void SplitIntoLimbs(float y, int8_t* limb, int stride
 }
 
 template <bool kKda, typename TIn, typename TOut>
-__global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
-  __shared__ float s_yk[kD], s_yq[kD];    // exp(G) * x
+__global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepArgs a) {
+  // Read by float4 in phase B.
+  __shared__ __align__(16) float s_yk[kD], s_yq[kD];  // exp(G) * x
   // s_k * exp(G) * x (x = k, q) times a per-vector power of two as four int8 limbs: rows
   // [k limbs 0-3, q limbs 0-3], the B operand (columns) of the code pass.
   __shared__ __align__(16) int8_t s_limbs[8][kD];
-  __shared__ float s_xk[kD], s_xq[kD];    // prepared k and q
-  __shared__ float s_G[kD];               // the advanced cumulative log-gate
+  __shared__ __align__(16) float s_xk[kD], s_xq[kD];  // prepared k and q
+  __shared__ __align__(16) float s_G[kD];             // the advanced cumulative log-gate
   __shared__ float s_acc_k[kD], s_acc_q[kD];
-  __shared__ float s_dot_k[kMaxItems], s_dot_q[kMaxItems];
+  __shared__ float2 s_dot[kMaxItems];     // (with k, with q) per compensator, then per record
   __shared__ float s_red[3 * kThreads / 32];
-  // The open window's records, the compensators and the scales, staged by cp.async.
-  __shared__ __align__(16) __half s_rec_k[kMaxWindow][kD];
-  __shared__ __align__(16) __half s_rec_u[kMaxWindow][kD];
-  __shared__ __align__(16) float s_rec_g[kKda ? kMaxWindow * kD : kMaxWindow];
-  __shared__ __align__(16) float s_rec_w[kMaxWindow];
-  __shared__ __align__(16) __half s_comp[kMaxRank * 2 * kD];
   __shared__ __align__(16) float s_row_scale[kD], s_col_scale[kD];
+  extern __shared__ __align__(16) uint8_t s_stage[];
 
   const RegionView& rv = a.rv;
+  const StepStage stage(rv.p, rv.r, rv.gate);
+  __half* const s_rec_k = reinterpret_cast<__half*>(s_stage + stage.rec_k);  // [p][dk]
+  __half* const s_rec_u = reinterpret_cast<__half*>(s_stage + stage.rec_u);  // [p][dv]
+  float* const s_rec_g = reinterpret_cast<float*>(s_stage + stage.rec_g);    // [p][gate]
+  float* const s_rec_w = reinterpret_cast<float*>(s_stage + stage.rec_w);    // [p]
+  __half* const s_comp = reinterpret_cast<__half*>(s_stage + stage.comp);    // [r][dk + dv]
   const int bh = blockIdx.x;
   const int b = bh / rv.num_heads, h = bh % rv.num_heads;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
@@ -173,49 +192,57 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   SplitIntoLimbs(ysk * PowerOfTwo(ex_k), &s_limbs[0][t], kD);
   SplitIntoLimbs(ysq * PowerOfTwo(ex_q), &s_limbs[4][t], kD);
 
-  // B. Dot products of length dk, one warp per item: compensators 0..r-1, records 0..n-1,
-  // and the new record's key with q (its scale w is known only after u).
+  // B. Dot products of length dk: compensators 0..r-1 (with exp(G) x), records 0..n-1 (with x
+  // and the records' decay). Four items per warp at a time, eight lanes per item: lane s of an
+  // item's group covers keys 4 s + 32 m + {0..3} (m = 0..3), so each 8-lane phase of a shared
+  // load reads one contiguous run, and a sum needs three shuffle levels instead of five.
   const int items = rv.r + n;
-  const __half* comp = s_comp;
-  for (int it = warp; it < items; it += kThreads / 32) {
-    float dk_ = 0.0f, dq_ = 0.0f;
+  const int sub = lane % 8;
+  for (int base = 4 * warp; base < items; base += kThreads / 8) {
+    const int it = base + lane / 8;
+    float dk_ = 0.0f, dq_ = 0.0f, factor = 1.0f;
     if (it < rv.r) {
-      const __half* kf = comp + it * 2 * kD;  // row h: [K~_h (dk) | U~_h (dv)]
+      const __half* kf = s_comp + it * 2 * kD;  // row h: [K~_h (dk) | U~_h (dv)]
 #pragma unroll
-      for (int i = 0; i < kD / 32; ++i) {
-        const int idx = lane + 32 * i;
-        const float f = __half2float(kf[idx]);
-        dk_ = fmaf(f, s_yk[idx], dk_);
-        dq_ = fmaf(f, s_yq[idx], dq_);
+      for (int m = 0; m < 4; ++m) {
+        const int a0 = 4 * sub + 32 * m;
+        const uint2 hv = *reinterpret_cast<const uint2*>(kf + a0);
+        const float2 f01 = __half22float2(*reinterpret_cast<const __half2*>(&hv.x));
+        const float2 f23 = __half22float2(*reinterpret_cast<const __half2*>(&hv.y));
+        const float4 yk = *reinterpret_cast<const float4*>(s_yk + a0);
+        const float4 yq = *reinterpret_cast<const float4*>(s_yq + a0);
+        dk_ = fmaf(f01.x, yk.x, fmaf(f01.y, yk.y, fmaf(f23.x, yk.z, fmaf(f23.y, yk.w, dk_))));
+        dq_ = fmaf(f01.x, yq.x, fmaf(f01.y, yq.y, fmaf(f23.x, yq.z, fmaf(f23.y, yq.w, dq_))));
       }
-    } else {
+    } else if (it < items) {
       const int rec = it - rv.r;
-      const __half* rk = s_rec_k[rec];
+      const __half* rk = s_rec_k + rec * kD;
       const float* rg = s_rec_g + rec * rv.gate;
-      const float w = s_rec_w[rec];
 #pragma unroll
-      for (int i = 0; i < kD / 32; ++i) {
-        const int idx = lane + 32 * i;
-        float f = __half2float(rk[idx]);
-        if (kKda) f *= expf(s_G[idx] - rg[idx]);
-        dk_ = fmaf(f, s_xk[idx], dk_);
-        dq_ = fmaf(f, s_xq[idx], dq_);
+      for (int m = 0; m < 4; ++m) {
+        const int a0 = 4 * sub + 32 * m;
+        const uint2 hv = *reinterpret_cast<const uint2*>(rk + a0);
+        const float2 f01 = __half22float2(*reinterpret_cast<const __half2*>(&hv.x));
+        const float2 f23 = __half22float2(*reinterpret_cast<const __half2*>(&hv.y));
+        float f[4] = {f01.x, f01.y, f23.x, f23.y};
+        if (kKda) {
+          const float4 G = *reinterpret_cast<const float4*>(s_G + a0);
+          const float4 Gr = *reinterpret_cast<const float4*>(rg + a0);
+          f[0] *= expf(G.x - Gr.x);
+          f[1] *= expf(G.y - Gr.y);
+          f[2] *= expf(G.z - Gr.z);
+          f[3] *= expf(G.w - Gr.w);
+        }
+        const float4 xk = *reinterpret_cast<const float4*>(s_xk + a0);
+        const float4 xq = *reinterpret_cast<const float4*>(s_xq + a0);
+        dk_ = fmaf(f[0], xk.x, fmaf(f[1], xk.y, fmaf(f[2], xk.z, fmaf(f[3], xk.w, dk_))));
+        dq_ = fmaf(f[0], xq.x, fmaf(f[1], xq.y, fmaf(f[2], xq.z, fmaf(f[3], xq.w, dq_))));
       }
-      const float decay = kKda ? 1.0f : expf(s_G[0] - rg[0]);
-      dk_ = GroupSum<32>(dk_) * decay * w;
-      dq_ = GroupSum<32>(dq_) * decay * w;
-      if (lane == 0) {
-        s_dot_k[it] = dk_;
-        s_dot_q[it] = dq_;
-      }
-      continue;
+      factor = (kKda ? 1.0f : expf(s_G[0] - rg[0])) * s_rec_w[rec];
     }
-    dk_ = GroupSum<32>(dk_);
-    dq_ = GroupSum<32>(dq_);
-    if (lane == 0) {
-      s_dot_k[it] = dk_;
-      s_dot_q[it] = dq_;
-    }
+    dk_ = GroupSum<8>(dk_);
+    dq_ = GroupSum<8>(dq_);
+    if (sub == 0 && it < items) s_dot[it] = make_float2(dk_ * factor, dq_ * factor);
   }
   const float knq = BlockSum<kThreads>(k_rec * qv, s_red);  // barrier: B's results visible
 
@@ -273,14 +300,16 @@ __global__ void __launch_bounds__(kThreads) WindowStepKernel(StepArgs a) {
   const float cf = s_col_scale[j] / 127.0f;
   float rk = s_acc_k[j] * cf, rq = s_acc_q[j] * cf;
   for (int c = 0; c < rv.r; ++c) {
-    const float uf = __half2float(comp[c * 2 * kD + kD + j]);
-    rk = fmaf(uf, s_dot_k[c], rk);
-    rq = fmaf(uf, s_dot_q[c], rq);
+    const float uf = __half2float(s_comp[c * 2 * kD + kD + j]);
+    const float2 d = s_dot[c];
+    rk = fmaf(uf, d.x, rk);
+    rq = fmaf(uf, d.y, rq);
   }
   for (int rec = 0; rec < n; ++rec) {
-    const float uf = __half2float(s_rec_u[rec][j]);
-    rk = fmaf(s_dot_k[rv.r + rec], uf, rk);
-    rq = fmaf(s_dot_q[rv.r + rec], uf, rq);
+    const float uf = __half2float(s_rec_u[rec * kD + j]);
+    const float2 d = s_dot[rv.r + rec];
+    rk = fmaf(d.x, uf, rk);
+    rq = fmaf(d.y, uf, rq);
   }
   const float u = beta * (vv - rk);
   const float u_scale = RecordScale(BlockMax<kThreads>(fabsf(u), s_red));
@@ -319,9 +348,10 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
              p.g,                    p.beta,  p.o,    pool,  p.l2norm_qk, p.scale};
   const dim3 grid(p.batch * p.num_heads), block(kThreads);
   const bool kda = layout.spec.kind == StateKind::kKda;
+  const int stage_bytes = StepStage(layout.spec.p, layout.spec.r, layout.gate).bytes;
   DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {
     WindowStepKernel<decltype(kda_c)::value, typename decltype(in_t)::type, typename decltype(out_t)::type>
-        <<<grid, block, 0, stream>>>(a);
+        <<<grid, block, stage_bytes, stream>>>(a);
   });
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

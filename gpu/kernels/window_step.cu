@@ -112,7 +112,6 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   __shared__ float s_acc_k[kD], s_acc_q[kD];
   __shared__ float2 s_dot[kMaxItems];     // (with k, with q) per compensator, then per record
   __shared__ float s_red[3 * kThreads / 32];
-  __shared__ __align__(16) float s_row_scale[kD], s_col_scale[kD];
   extern __shared__ __align__(16) uint8_t s_stage[];
 
   const RegionView& rv = a.rv;
@@ -154,8 +153,9 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   BlockCopyAsync(s_rec_g, region + rv.rec_g, n * rv.gate * 4);
   BlockCopyAsync(s_rec_w, region + rv.rec_w, n * 4);
   BlockCopyAsync(s_comp, region + rv.comp, rv.r * 2 * kD * 2);
-  if (rv.smoothing) BlockCopyAsync(s_row_scale, region + rv.row_scale, kD * 4);
-  BlockCopyAsync(s_col_scale, region + rv.col_scale, kD * 4);
+  // Thread t needs only key row t's scale s_k and value column t's scale s_v: plain loads.
+  const float sk_row = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
+  const float cf = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
   const float* G_old = reinterpret_cast<const float*>(region + rv.window + 16);
   const size_t in_off = static_cast<size_t>(bh) * kD;
   float qv = LoadAsFloat(static_cast<const TIn*>(a.q) + in_off, t);
@@ -166,7 +166,6 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   const float Gt = kKda ? G_old[t] + fmaxf(a.g[in_off + t], -1000.0f) : G_old[0] + fmaxf(a.g[bh], -1000.0f);
   CopyAsyncWaitAll();
   __syncthreads();
-  const float sk_row = rv.smoothing ? s_row_scale[t] : 1.0f;
   if (a.l2norm) {
     float sums[2] = {qv * qv, kv * kv};
     BlockSumN<kThreads, 2>(sums, s_red);
@@ -297,7 +296,6 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
 
   // D. Thread t owns value column j = t.
   const int j = t;
-  const float cf = s_col_scale[j] / 127.0f;
   float rk = s_acc_k[j] * cf, rq = s_acc_q[j] * cf;
   for (int c = 0; c < rv.r; ++c) {
     const float uf = __half2float(s_comp[c * 2 * kD + kD + j]);

@@ -62,10 +62,30 @@ struct Shared {
   __align__(16) float rec[1];
 };
 
+// Shared memory of one decode CTA: what the reconstruction reads and nothing of the fit or the
+// dense state, so three CTAs fit on an SM at p = 16 (Shared, with the state's 66 KB area, allows
+// two). The dynamic tail holds the fold's operands, sized for n + r <= p + r, then the raw
+// records.
+struct DecodeShared {
+  float kf[kMaxRank][kD];    // the compensators, staged
+  float col_scale[kD];       // s_v / q
+  float row_base[kD];        // s_k[a] exp(G[a])
+  float fold_unscale[kD];    // 2^-e_a
+  __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
+  __align__(16) float rec[1];
+};
+
 __host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
 // Raw record staging: k [p][kD] and u [p][kD] halves, G_rec [p][gate], w [p] floats.
 __host__ __device__ constexpr int RecordStageBytes(int p, int gate) {
   return 2 * p * kD * 2 + RoundUp16(p * gate * 4) + RoundUp16(p * 4);
+}
+// The fold's operands for k_total = n + r (FoldArea): A hi, A lo and B, kD rows each, at a pitch
+// of 8 words per k-tile of 16 plus 4.
+__host__ __device__ constexpr int FoldWords(int k_total) { return 3 * kD * (8 * ((k_total + 15) / 16) + 4); }
+// At p = 16, r = 4: 71,232 bytes for KDA, 63,104 for GDN (three CTAs per SM).
+size_t DecodeSharedBytes(int p, int r, int gate) {
+  return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) + RecordStageBytes(p, gate);
 }
 
 // Two CTAs must fit in an SM's 228 KB (with the static part and the 1 KB the driver reserves
@@ -237,13 +257,29 @@ struct FoldOperands {
 
 constexpr int kMaxFoldTiles = (kMaxWindow + kMaxRank + 15) / 16;
 
-__device__ __forceinline__ FoldOperands FoldArea(Shared& sh, int k_total) {
+// Where each layout keeps the fold's operands and the raw records: the refit and the encode in
+// the state's area and the tail; the decode in its tail, operands first.
+__device__ __forceinline__ uint32_t* FoldBase(Shared& sh, const RegionView&) {
+  return reinterpret_cast<uint32_t*>(sh.S);
+}
+__device__ __forceinline__ unsigned char* RecordStage(Shared& sh, const RegionView&) {
+  return reinterpret_cast<unsigned char*>(sh.rec);
+}
+__device__ __forceinline__ uint32_t* FoldBase(DecodeShared& sh, const RegionView&) {
+  return reinterpret_cast<uint32_t*>(sh.rec);
+}
+__device__ __forceinline__ unsigned char* RecordStage(DecodeShared& sh, const RegionView& rv) {
+  return reinterpret_cast<unsigned char*>(sh.rec + FoldWords(rv.p + rv.r));
+}
+
+template <typename Sh>
+__device__ __forceinline__ FoldOperands FoldArea(Sh& sh, const RegionView& rv, int k_total) {
   const int ktiles = (k_total + 15) / 16;
   const int pitch = 8 * ktiles + 4;
-  uint32_t* base = reinterpret_cast<uint32_t*>(sh.S);
+  uint32_t* base = FoldBase(sh, rv);
   return {base, base + kD * pitch, base + 2 * kD * pitch, pitch, ktiles};
 }
-static_assert(3 * kD * (8 * ((kMaxWindow + kMaxRank + 15) / 16) + 4) * 4 <= sizeof(Shared::S),
+static_assert(sizeof(float) * FoldWords(kMaxWindow + kMaxRank) <= sizeof(Shared::S),
               "the fold's operands fit in the state's area");
 
 __device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
@@ -277,9 +313,11 @@ struct FragmentRows {
 // refit keeps them in registers and fits and quantizes S there, the decode writes them to global
 // memory without a shared-memory round trip. The fold's operand area (sh.S) and the record
 // staging are free on return; the codes staging, row_base, fold_unscale and col_scale are free
-// once every warp has returned.
-template <typename Emit>
-__device__ __forceinline__ void Reconstruct(Shared& sh, const uint8_t* region, const RegionView& rv,
+// once every warp has returned. With kHalves = 2 the product runs over the columns in two
+// halves, one after the other, so only 32 accumulators per thread are live (the decode's
+// register budget for three CTAs per SM); emit still sees every column once, in order.
+template <int kHalves, typename Sh, typename Emit>
+__device__ __forceinline__ void Reconstruct(Sh& sh, const uint8_t* region, const RegionView& rv,
                                             bool kda, Emit emit) {
   const int t = threadIdx.x;
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
@@ -288,14 +326,13 @@ __device__ __forceinline__ void Reconstruct(Shared& sh, const uint8_t* region, c
   // compensators (the fold's operands are built from them first), then the codes (needed only
   // by the epilogue, so they stay in flight while the operands are built and multiplied).
   // Compensators (fp16 [r][kD + kD]) are staged in the key-factor area, free until the fit.
-  unsigned char* raw = reinterpret_cast<unsigned char*>(sh.rec);
+  unsigned char* raw = RecordStage(sh, rv);
   const int k_bytes = n * kD * 2, g_bytes = n * rv.gate * 4;
   BlockCopyAsync(raw, region + rv.rec_k, k_bytes);
   BlockCopyAsync(raw + k_bytes, region + rv.rec_u, k_bytes);
   BlockCopyAsync(raw + 2 * k_bytes, region + rv.rec_g, g_bytes);
   BlockCopyAsync(raw + 2 * k_bytes + RoundUp16(g_bytes), region + rv.rec_w, n * 4);
-  static_assert(sizeof(Shared::kf) >= kMaxRank * 2 * kD * 2,
-                "compensators fit in the key-factor area");
+  static_assert(sizeof(sh.kf) >= kMaxRank * 2 * kD * 2, "compensators fit in the key-factor area");
   BlockCopyAsync(&sh.kf[0][0], region + rv.comp, r * 2 * kD * 2);
   CopyAsyncCommit();
   for (int c = t; c < kD * kD / 16; c += kThreads) {
@@ -313,7 +350,7 @@ __device__ __forceinline__ void Reconstruct(Shared& sh, const uint8_t* region, c
   const float* rec_g = reinterpret_cast<const float*>(raw + 2 * k_bytes);
   const float* rec_w = reinterpret_cast<const float*>(raw + 2 * k_bytes + RoundUp16(g_bytes));
   const __half* comp = reinterpret_cast<const __half*>(&sh.kf[0][0]);
-  const FoldOperands f = FoldArea(sh, n + r);
+  const FoldOperands f = FoldArea(sh, rv, n + r);
   CopyAsyncWaitGroup<1>();
   __syncthreads();
   const int pairs = 4 * f.ktiles * 2;  // k pairs per row, padding included
@@ -374,40 +411,47 @@ __device__ __forceinline__ void Reconstruct(Shared& sh, const uint8_t* region, c
   }
   CopyAsyncWaitAll();
   __syncthreads();  // operands built, codes landed
-  // F on tensor cores: warp w owns rows [16 w, 16 w + 16) and all 128 columns (16 n-tiles).
+  // F on tensor cores: warp w owns rows [16 w, 16 w + 16) and all 128 columns (16 n-tiles), in
+  // kHalves passes of 16 / kHalves n-tiles.
   const int warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4;
-  float acc[kD / 8][4] = {};
-  for (int kt = 0; kt < f.ktiles; ++kt) {
-    const int r0 = (16 * warp + gid) * f.pitch + 8 * kt + tig, r1 = r0 + 8 * f.pitch;
-    const uint32_t hi[4] = {f.a_hi[r0], f.a_hi[r1], f.a_hi[r0 + 4], f.a_hi[r1 + 4]};
-    const uint32_t lo[4] = {f.a_lo[r0], f.a_lo[r1], f.a_lo[r0 + 4], f.a_lo[r1 + 4]};
-#pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {
-      const int c0 = (8 * nt + gid) * f.pitch + 8 * kt + tig;
-      const uint32_t b0 = f.b[c0], b1 = f.b[c0 + 4];
-      MmaF16(acc[nt], lo, b0, b1);
-      MmaF16(acc[nt], hi, b0, b1);
-    }
-  }
-  // Not needed for the data (the epilogue reads nothing the mma loop writes), but it keeps the
-  // compiler from hoisting the epilogue's shared loads into the mma loop: without it the decode
-  // needed 128 registers instead of 120 and ran 270-275 us instead of 256-262 us (B = 256).
-  __syncthreads();
-  // Epilogue: S = code * (s_k exp(G)) * s_v / q + F 2^-e_a, in the accumulators' layout
-  // (rows gid and gid + 8 of the warp's 16, columns j = 8 nt + 2 tig and j + 1).
   const int a0 = 16 * warp + gid, a1 = a0 + 8;
-  const float base0 = sh.row_base[a0], base1 = sh.row_base[a1];
-  const float un0 = sh.fold_unscale[a0], un1 = sh.fold_unscale[a1];
+  constexpr int kTiles = kD / 8 / kHalves;
 #pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt) {
-    const int j = 8 * nt + 2 * tig;
-    const float2 cf = *reinterpret_cast<const float2*>(sh.col_scale + j);
-    const int8_t* code0 = sh.codes + j * kCodePitch;
-    const int8_t* code1 = code0 + kCodePitch;
-    emit(nt, fmaf(acc[nt][0], un0, CodeToFloat(code0[a0]) * base0 * cf.x),
-         fmaf(acc[nt][1], un0, CodeToFloat(code1[a0]) * base0 * cf.y),
-         fmaf(acc[nt][2], un1, CodeToFloat(code0[a1]) * base1 * cf.x),
-         fmaf(acc[nt][3], un1, CodeToFloat(code1[a1]) * base1 * cf.y));
+  for (int half = 0; half < kHalves; ++half) {
+    float acc[kTiles][4] = {};
+    for (int kt = 0; kt < f.ktiles; ++kt) {
+      const int r0 = (16 * warp + gid) * f.pitch + 8 * kt + tig, r1 = r0 + 8 * f.pitch;
+      const uint32_t hi[4] = {f.a_hi[r0], f.a_hi[r1], f.a_hi[r0 + 4], f.a_hi[r1 + 4]};
+      const uint32_t lo[4] = {f.a_lo[r0], f.a_lo[r1], f.a_lo[r0 + 4], f.a_lo[r1 + 4]};
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        const int nt = half * kTiles + i;
+        const int c0 = (8 * nt + gid) * f.pitch + 8 * kt + tig;
+        const uint32_t b0 = f.b[c0], b1 = f.b[c0 + 4];
+        MmaF16(acc[i], lo, b0, b1);
+        MmaF16(acc[i], hi, b0, b1);
+      }
+    }
+    // Not needed for the data (the epilogue reads nothing the mma loop writes), but it keeps the
+    // compiler from hoisting the epilogue's shared loads into the mma loop: without it the decode
+    // needed 128 registers instead of 120 and ran 270-275 us instead of 256-262 us (B = 256).
+    __syncthreads();
+    // Epilogue: S = code * (s_k exp(G)) * s_v / q + F 2^-e_a, in the accumulators' layout
+    // (rows gid and gid + 8 of the warp's 16, columns j = 8 nt + 2 tig and j + 1).
+    const float base0 = sh.row_base[a0], base1 = sh.row_base[a1];
+    const float un0 = sh.fold_unscale[a0], un1 = sh.fold_unscale[a1];
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      const int nt = half * kTiles + i;
+      const int j = 8 * nt + 2 * tig;
+      const float2 cf = *reinterpret_cast<const float2*>(sh.col_scale + j);
+      const int8_t* code0 = sh.codes + j * kCodePitch;
+      const int8_t* code1 = code0 + kCodePitch;
+      emit(nt, fmaf(acc[i][0], un0, CodeToFloat(code0[a0]) * base0 * cf.x),
+           fmaf(acc[i][1], un0, CodeToFloat(code1[a0]) * base0 * cf.y),
+           fmaf(acc[i][2], un1, CodeToFloat(code0[a1]) * base1 * cf.x),
+           fmaf(acc[i][3], un1, CodeToFloat(code1[a1]) * base1 * cf.y));
+    }
   }
 }
 
@@ -980,7 +1024,7 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
     for (int i = 0; i < count; ++i) {
       uint8_t* region = region_of(s_due[i]);
       float s[kD / 8][4];
-      Reconstruct(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+      Reconstruct<1>(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
         s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
       });
       FitAndEncodeFragments(sh, s, region, a.rv);
@@ -1016,9 +1060,9 @@ __global__ void __launch_bounds__(kThreads, 2) EncodeKernel(RegionArgs a) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 2) DecodeKernel(RegionArgs a) {
+__global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
-  Shared& sh = *reinterpret_cast<Shared*>(smem);
+  DecodeShared& sh = *reinterpret_cast<DecodeShared*>(smem);
   int slot;
   uint8_t* region = RegionOf(a, &slot);
   T* out = static_cast<T*>(a.states) + static_cast<size_t>(blockIdx.x) * kD * kD;
@@ -1030,7 +1074,7 @@ __global__ void __launch_bounds__(kThreads, 2) DecodeKernel(RegionArgs a) {
   // bytes ([K,V]) or 4 columns x 8 consecutive keys ([V,K]), whole 32-byte sectors either way.
   const bool kv = a.kv_layout != 0;
   const FragmentRows fr;
-  Reconstruct(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+  Reconstruct<2>(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
     const int j = fr.Col(nt);
     if (kv) {
       StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
@@ -1061,8 +1105,9 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
         cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
         if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
         if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
+        const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
         return e;
       }(),
       "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
@@ -1118,10 +1163,11 @@ Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, const_cast<uint8_t*>(pool), p.states,
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
+  const size_t decode_bytes = DecodeSharedBytes(layout.spec.p, layout.spec.r, layout.gate);
   if (p.dtype == DType::kBf16) {
-    DecodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
+    DecodeKernel<__nv_bfloat16><<<grid, kThreads, decode_bytes, stream>>>(a);
   } else {
-    DecodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
+    DecodeKernel<float><<<grid, kThreads, decode_bytes, stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

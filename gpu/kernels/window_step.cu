@@ -121,9 +121,18 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   float* const s_rec_g = reinterpret_cast<float*>(s_stage + stage.rec_g);    // [p][gate]
   float* const s_rec_w = reinterpret_cast<float*>(s_stage + stage.rec_w);    // [p]
   __half* const s_comp = reinterpret_cast<__half*>(s_stage + stage.comp);    // [r][dk + dv]
-  const int bh = blockIdx.x;
-  const int b = bh / rv.num_heads, h = bh % rv.num_heads;
+  // Grid (heads, batch): the request and head come without an integer division.
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int bh = b * rv.num_heads + h;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  // The step's inputs depend on nothing in the pool: requested first, their latency overlaps the
+  // slot -> window -> records chain of dependent reads below.
+  const size_t in_off = static_cast<size_t>(bh) * kD;
+  float qv = LoadAsFloat(static_cast<const TIn*>(a.q) + in_off, t);
+  float kv = LoadAsFloat(static_cast<const TIn*>(a.k) + in_off, t);
+  const float vv = LoadAsFloat(static_cast<const TIn*>(a.v) + in_off, t);
+  const float beta = a.beta[bh];
+  const float g_in = kKda ? a.g[in_off + t] : a.g[bh];
   const int slot = a.slot[b];
   TOut* o = static_cast<TOut*>(a.o) + static_cast<size_t>(bh) * kD;
   if (slot < 0 || slot >= rv.num_slots) {
@@ -157,13 +166,8 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   const float sk_row = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
   const float cf = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
   const float* G_old = reinterpret_cast<const float*>(region + rv.window + 16);
-  const size_t in_off = static_cast<size_t>(bh) * kD;
-  float qv = LoadAsFloat(static_cast<const TIn*>(a.q) + in_off, t);
-  float kv = LoadAsFloat(static_cast<const TIn*>(a.k) + in_off, t);
-  const float vv = LoadAsFloat(static_cast<const TIn*>(a.v) + in_off, t);
-  const float beta = a.beta[bh];
   // Log-gates clamped at -1000 as reference::kMinLogGate: same decay, no overflow of G.
-  const float Gt = kKda ? G_old[t] + fmaxf(a.g[in_off + t], -1000.0f) : G_old[0] + fmaxf(a.g[bh], -1000.0f);
+  const float Gt = G_old[kKda ? t : 0] + fmaxf(g_in, -1000.0f);
   CopyAsyncWaitAll();
   __syncthreads();
   if (a.l2norm) {
@@ -341,10 +345,13 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
     return InvalidArgumentError("num_heads " + std::to_string(p.num_heads) +
                                 " differs from the pool's " + std::to_string(layout.num_heads));
   }
+  if (p.batch > 65535) {  // the grid's y dimension
+    return InvalidArgumentError("batch must be <= 65535 for one launch (got " + std::to_string(p.batch) + ")");
+  }
   if (p.batch == 0) return OkStatus();
   StepArgs a{MakeRegionView(layout), p.batch, p.slot, p.q,   p.k,        p.v,
              p.g,                    p.beta,  p.o,    pool,  p.l2norm_qk, p.scale};
-  const dim3 grid(p.batch * p.num_heads), block(kThreads);
+  const dim3 grid(p.num_heads, p.batch), block(kThreads);
   const bool kda = layout.spec.kind == StateKind::kKda;
   const int stage_bytes = StepStage(layout.spec.p, layout.spec.r, layout.gate).bytes;
   DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {

@@ -458,7 +458,12 @@ TEST_P(EncodeDecodeTest, MatchesReferenceCodec) {
       ASSERT_TRUE(reference::Decode(snap->blob, gpu_dec.data(), Orientation::kKV).ok());
       const double cpu_err = RelL2(cpu_dec.data(), S, kD * kD);
       const double gpu_err = RelL2(gpu_dec.data(), S, kD * kD);
-      EXPECT_LT(RelL2(gpu_dec.data(), cpu_dec.data(), kD * kD), 1e-3) << "b " << b << " h " << h;
+      // The two encoders fit the same state in different fp32 orders, and the random state's top
+      // singular values are nearly degenerate (eight outlier columns for four compensator
+      // pairs), so each may pick another subspace among them: their decodes then differ by a
+      // fraction of the codec's own error (4e-3 here; up to 0.28x of it in 400 runs), not by
+      // rounding. Half of it is the bound; the quality check below is the stricter one.
+      EXPECT_LT(RelL2(gpu_dec.data(), cpu_dec.data(), kD * kD), 0.5 * cpu_err) << "b " << b << " h " << h;
       EXPECT_LT(gpu_err, 1.05 * cpu_err + 1e-6) << "GPU encode worse than the reference";
       // The GPU decode equals the CPU decode of the same payload (fp32 arithmetic, any order).
       std::vector<float> dec_kv(kD * kD);
@@ -567,6 +572,17 @@ TEST(LaunchChecks, RejectBadArguments) {
   Status s = WindowDecodeStep(*layout, p, pool.get(), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("slot"), std::string::npos) << s.message();
+  DeviceBuffer<int32_t> slots(std::vector<int32_t>(1, 0));
+  DeviceBuffer<float> io(std::vector<float>(4 * kD, 0.0f));
+  StepParams big = p;
+  big.batch = 65536;  // checked before anything is read
+  big.num_heads = 2;
+  big.slot = slots.get();
+  big.q = big.k = big.v = big.o = io.get();
+  big.g = big.beta = io.get();
+  s = WindowDecodeStep(*layout, big, pool.get(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("batch"), std::string::npos) << s.message();
   auto small = MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64), 2, 2);
   ASSERT_TRUE(small.ok());
   s = WindowRefit(*small, nullptr, 0, pool.get(), nullptr);

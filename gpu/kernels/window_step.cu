@@ -121,9 +121,8 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   float* const s_rec_g = reinterpret_cast<float*>(s_stage + stage.rec_g);    // [p][gate]
   float* const s_rec_w = reinterpret_cast<float*>(s_stage + stage.rec_w);    // [p]
   __half* const s_comp = reinterpret_cast<__half*>(s_stage + stage.comp);    // [r][dk + dv]
-  // Grid (heads, batch): the request and head come without an integer division.
-  const int h = blockIdx.x, b = blockIdx.y;
-  const int bh = b * rv.num_heads + h;
+  const int bh = blockIdx.x;
+  const int b = bh / rv.num_heads, h = bh % rv.num_heads;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   // The step's inputs depend on nothing in the pool: requested first, their latency overlaps the
   // slot -> window -> records chain of dependent reads below.
@@ -345,13 +344,10 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
     return InvalidArgumentError("num_heads " + std::to_string(p.num_heads) +
                                 " differs from the pool's " + std::to_string(layout.num_heads));
   }
-  if (p.batch > 65535) {  // the grid's y dimension
-    return InvalidArgumentError("batch must be <= 65535 for one launch (got " + std::to_string(p.batch) + ")");
-  }
   if (p.batch == 0) return OkStatus();
   StepArgs a{MakeRegionView(layout), p.batch, p.slot, p.q,   p.k,        p.v,
              p.g,                    p.beta,  p.o,    pool,  p.l2norm_qk, p.scale};
-  const dim3 grid(p.num_heads, p.batch), block(kThreads);
+  const dim3 grid(p.batch * p.num_heads), block(kThreads);
   const bool kda = layout.spec.kind == StateKind::kKda;
   const int stage_bytes = StepStage(layout.spec.p, layout.spec.r, layout.gate).bytes;
   DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {

@@ -9,8 +9,9 @@
 //   Reconstruct: S = diag(exp(G)) B + sum_j w_j diag(exp(G - G_j)) k_j u_j^T, the records and
 //                compensators folded on tensor cores as one [dk x (n + r)] x [(n + r) x dv]
 //                product, the codes' term added in the epilogue. The refit keeps the result
-//                in shared memory; the decode writes it to global memory from the mma
-//                accumulators.
+//                in the mma accumulators; the decode writes it to global memory from them,
+//                half the columns at a time, in a shared-memory layout of its own
+//                (DecodeShared) that fits three CTAs per SM.
 //   Encode:      Y = S Omega, Qk = orth(Y), Z = S^T Qk, Qv = orth(Z), K = S Qv (one warp runs
 //                each modified Gram-Schmidt, twice), balanced fp16 pairs, residual, row
 //                smoothing, column scales, round-to-nearest-even codes. The refit runs the
@@ -311,7 +312,7 @@ struct FragmentRows {
 // S leaves in the accumulators' layout (FragmentRows), 8 columns at a time as soon as they are
 // final, through emit(nt, S[a0][j], S[a0][j + 1], S[a1][j], S[a1][j + 1]) with j = Col(nt): the
 // refit keeps them in registers and fits and quantizes S there, the decode writes them to global
-// memory without a shared-memory round trip. The fold's operand area (sh.S) and the record
+// memory without a shared-memory round trip. The fold's operand area (FoldBase) and the record
 // staging are free on return; the codes staging, row_base, fold_unscale and col_scale are free
 // once every warp has returned. With kHalves = 2 the product runs over the columns in two
 // halves, one after the other, so only 32 accumulators per thread are live (the decode's

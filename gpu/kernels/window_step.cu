@@ -5,7 +5,7 @@
 //      read vectors y = exp(G) * x (x = k, q) staged in shared memory, with s_k * y split into
 //      four 7-bit integer limbs each;
 //   B. the short dot products: each compensator's key factor and each record's key with the
-//      decayed k and q (one warp per item);
+//      decayed k and q (eight lanes per item, four items per warp at a time);
 //   C. the code pass on integer tensor cores: the codes times [y_k, y_q] is a [128 x 128] x
 //      [128 x 8] product of int8 codes and int8 limbs (mma.sync m16n8k32, exact int32 sums), so
 //      the codes go from their loads straight into the mma with no conversion, and the limbs'
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   const float knq = BlockSum<kThreads>(k_rec * qv, s_red);  // barrier: B's results visible
 
   // C. The code pass, mma.sync m16n8k32 s8 x s8 -> s32. Key index permutation: k-tile kt takes,
-  // for lane quad c, the codes of words 2 kt (a0 / a2: rows g / g + 8) and 2 kt + 1 (a1 / a3)
+  // for lane quad c, the codes of words 2 kt (a0 / a1: rows g / g + 8) and 2 kt + 1 (a2 / a3)
   // of the 8 words this lane loaded per row; B column n = g is limb row g of s_limbs at the
   // same keys, which are the same words of the same 16-byte loads. Any permutation of the key
   // index gives the same sum.

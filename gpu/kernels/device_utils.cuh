@@ -24,91 +24,72 @@ __device__ __forceinline__ void StorePairFromFloat(__nv_bfloat16* p, int i, floa
   *reinterpret_cast<__nv_bfloat162*>(p + i) = __floats2bfloat162_rn(x0, x1);
 }
 
-// Sum over lanes that differ only in the low log2(width) bits.
+struct AddOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Reduction over lanes that differ only in the low log2(width) bits.
+template <int kWidth, typename Op>
+__device__ __forceinline__ float GroupReduce(float x, Op op) {
+#pragma unroll
+  for (int m = kWidth / 2; m > 0; m >>= 1) x = op(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}
 template <int kWidth>
 __device__ __forceinline__ float GroupSum(float x) {
-#pragma unroll
-  for (int m = kWidth / 2; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
-  return x;
+  return GroupReduce<kWidth>(x, AddOp{});
 }
-
 template <int kWidth>
 __device__ __forceinline__ float GroupMax(float x) {
-#pragma unroll
-  for (int m = kWidth / 2; m > 0; m >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m));
-  return x;
+  return GroupReduce<kWidth>(x, MaxOp{});
 }
 
-// Block-wide sum / max for blocks of kThreads (multiple of 32); `scratch` holds kThreads / 32
-// floats. Every thread gets the result. Includes the barriers it needs.
-template <int kThreads>
-__device__ __forceinline__ float BlockSum(float x, float* scratch) {
-  x = GroupSum<32>(x);
+// Block-wide reductions of N values at once for blocks of kThreads (multiple of 32): one pair
+// of barriers for all of them (the first keeps `scratch` from being overwritten while an earlier
+// reduction still reads it); `scratch` holds N * kThreads / 32 floats. Every thread gets the
+// results in x. The warps' partials are folded into 0 in warp order, so maxima are of
+// non-negative values (magnitudes), as every caller's are.
+template <int kThreads, int N, typename Op>
+__device__ __forceinline__ void BlockReduceN(float (&x)[N], float* scratch, Op op) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  float t = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) t += scratch[w];
-  return t;
-}
-
-template <int kThreads>
-__device__ __forceinline__ float BlockMax(float x, float* scratch) {
-  x = GroupMax<32>(x);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = 0; i < N; ++i) x[i] = GroupReduce<32>(x[i], op);
   __syncthreads();
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  float t = 0.0f;
+  if (lane == 0) {
 #pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) t = fmaxf(t, scratch[w]);
-  return t;
+    for (int i = 0; i < N; ++i) scratch[i * (kThreads / 32) + warp] = x[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) t = op(t, scratch[i * (kThreads / 32) + w]);
+    x[i] = t;
+  }
 }
-
-// Block-wide sums of N values at once (one pair of barriers for all of them; each sum in the
-// order BlockSum uses); `scratch` holds N * kThreads / 32 floats. Every thread gets the results.
 template <int kThreads, int N>
 __device__ __forceinline__ void BlockSumN(float (&x)[N], float* scratch) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int i = 0; i < N; ++i) x[i] = GroupSum<32>(x[i]);
-  __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) scratch[i * (kThreads / 32) + warp] = x[i];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    float t = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) t += scratch[i * (kThreads / 32) + w];
-    x[i] = t;
-  }
+  BlockReduceN<kThreads>(x, scratch, AddOp{});
 }
-
-// Block-wide maxima of N values at once (one pair of barriers for all of them); `scratch`
-// holds N * kThreads / 32 floats. Every thread gets the results in x.
 template <int kThreads, int N>
 __device__ __forceinline__ void BlockMaxN(float (&x)[N], float* scratch) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int i = 0; i < N; ++i) x[i] = GroupMax<32>(x[i]);
-  __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) scratch[i * (kThreads / 32) + warp] = x[i];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    float t = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) t = fmaxf(t, scratch[i * (kThreads / 32) + w]);
-    x[i] = t;
-  }
+  BlockReduceN<kThreads>(x, scratch, MaxOp{});
+}
+template <int kThreads>
+__device__ __forceinline__ float BlockSum(float x, float* scratch) {
+  float v[1] = {x};
+  BlockSumN<kThreads>(v, scratch);
+  return v[0];
+}
+template <int kThreads>
+__device__ __forceinline__ float BlockMax(float x, float* scratch) {
+  float v[1] = {x};
+  BlockMaxN<kThreads>(v, scratch);
+  return v[0];
 }
 
 // Asynchronous 16-byte global -> shared copies (cp.async, sm_80+): the loads of a whole

@@ -116,4 +116,37 @@ __device__ __forceinline__ void BlockCopyAsync(void* smem, const void* gmem, int
   }
 }
 
+// One-shot bulk copies (the sm_90 copy engine, cp.async.bulk) that complete on an mbarrier: one
+// thread initialises the barrier, announces the byte count and issues the copies, so a CTA's
+// staging costs a few instructions instead of a loop in every thread; after a block barrier
+// (which publishes the initialised mbarrier) every thread waits on phase 0, and then sees the
+// data. For one staging phase per CTA.
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void BulkStageBegin(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(SharedAddress(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SharedAddress(bar)), "r"(bytes)
+               : "memory");
+}
+// `bytes` a positive multiple of 16, both addresses 16-byte aligned.
+__device__ __forceinline__ void BulkCopy(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          SharedAddress(smem)),
+      "l"(gmem), "r"(bytes), "r"(SharedAddress(bar))
+      : "memory");
+}
+__device__ __forceinline__ void BulkStageWait(uint64_t* bar) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(SharedAddress(bar))
+        : "memory");
+  } while (done == 0);
+}
+
 }  // namespace leapcache::kernels

@@ -34,7 +34,7 @@ constexpr int kMaxItems = kMaxRank + kMaxWindow + 1;
 __host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
 
 // The dynamic shared memory: the open window's records and the compensators, staged by
-// cp.async, sized by the pool's p and r (so a p = 16 pool keeps more CTAs per SM than the
+// bulk copies, sized by the pool's p and r (so a p = 16 pool keeps more CTAs per SM than the
 // largest window would allow). Byte offsets, every section 16-byte aligned.
 struct StepStage {
   int rec_k, rec_u, rec_g, rec_w, comp, bytes;
@@ -112,6 +112,7 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   __shared__ float s_acc_k[kD], s_acc_q[kD];
   __shared__ float2 s_dot[kMaxItems];     // (with k, with q) per compensator, then per record
   __shared__ float s_red[3 * kThreads / 32];
+  __shared__ uint64_t s_bar;  // the staging's mbarrier
   extern __shared__ __align__(16) uint8_t s_stage[];
 
   const RegionView& rv = a.rv;
@@ -156,19 +157,28 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
     StoreFromFloat(o, t, __int_as_float(0x7fc00000));
     return;
   }
-  BlockCopyAsync(s_rec_k, region + rv.rec_k, n * kD * 2);
-  BlockCopyAsync(s_rec_u, region + rv.rec_u, n * kD * 2);
-  BlockCopyAsync(s_rec_g, region + rv.rec_g, n * rv.gate * 4);
-  BlockCopyAsync(s_rec_w, region + rv.rec_w, n * 4);
-  BlockCopyAsync(s_comp, region + rv.comp, rv.r * 2 * kD * 2);
+  // The records and compensators, staged by the copy engine: thread 0 issues up to five bulk
+  // copies (sizes rounded up to 16 bytes, within the region's sections) that complete on s_bar.
+  if (t == 0) {
+    const uint32_t rec_bytes = n * kD * 2, g_bytes = RoundUp16(n * rv.gate * 4), w_bytes = RoundUp16(n * 4);
+    const uint32_t comp_bytes = rv.r * 2 * kD * 2;
+    BulkStageBegin(&s_bar, 2 * rec_bytes + g_bytes + w_bytes + comp_bytes);
+    if (n > 0) {
+      BulkCopy(s_rec_k, region + rv.rec_k, rec_bytes, &s_bar);
+      BulkCopy(s_rec_u, region + rv.rec_u, rec_bytes, &s_bar);
+      BulkCopy(s_rec_g, region + rv.rec_g, g_bytes, &s_bar);
+      BulkCopy(s_rec_w, region + rv.rec_w, w_bytes, &s_bar);
+    }
+    if (comp_bytes > 0) BulkCopy(s_comp, region + rv.comp, comp_bytes, &s_bar);
+  }
   // Thread t needs only key row t's scale s_k and value column t's scale s_v: plain loads.
   const float sk_row = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
   const float cf = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
   const float* G_old = reinterpret_cast<const float*>(region + rv.window + 16);
   // Log-gates clamped at -1000 as reference::kMinLogGate: same decay, no overflow of G.
   const float Gt = G_old[kKda ? t : 0] + fmaxf(g_in, -1000.0f);
-  CopyAsyncWaitAll();
-  __syncthreads();
+  __syncthreads();  // s_bar initialised
+  BulkStageWait(&s_bar);
   if (a.l2norm) {
     float sums[2] = {qv * qv, kv * kv};
     BlockSumN<kThreads, 2>(sums, s_red);

@@ -337,7 +337,11 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       const int n_before = w.num_records();
       std::vector<float> o_ref(kD), S_ref(kD * kD), S_gpu(kD * kD);
       ASSERT_TRUE(w.Step(s.Input(b, h), o_ref.data()).ok());
-      EXPECT_LT(RelL2(ob, o_ref.data(), kD), 1e-4) << "o, b " << b << " h " << h;
+      // o reads the stored new record, rounded to fp16 by each side from its own u: where an
+      // element of u sits at a rounding boundary, the two sides' fp32 orders pick neighbouring
+      // fp16 values, and that one-ulp (2^-11) step enters o scaled by w (k . q). That gave up to
+      // 1.6e-4 (about 1 run in 200 of the all-due case); a real error is far above 3e-4.
+      EXPECT_LT(RelL2(ob, o_ref.data(), kD), 3e-4) << "o, b " << b << " h " << h;
       const bool refit = n_before + 1 == spec.p;
       refits += refit;
       w.State(S_ref.data());

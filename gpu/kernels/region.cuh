@@ -7,6 +7,10 @@
 
 namespace leapcache::kernels {
 
+// Region sections and shared-memory staging areas start on 16-byte boundaries (vector loads,
+// cp.async and bulk copies).
+__host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
+
 struct RegionView {
   int num_slots, num_heads, p, r, gate, smoothing;
   uint32_t region_bytes, codes, row_scale, col_scale, comp, window, rec_k, rec_u, rec_w, rec_g;

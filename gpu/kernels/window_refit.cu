@@ -76,7 +76,6 @@ struct DecodeShared {
   __align__(16) float rec[1];
 };
 
-__host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
 // Raw record staging: k [p][kD] and u [p][kD] halves, G_rec [p][gate], w [p] floats.
 __host__ __device__ constexpr int RecordStageBytes(int p, int gate) {
   return 2 * p * kD * 2 + RoundUp16(p * gate * 4) + RoundUp16(p * 4);

@@ -31,8 +31,6 @@ constexpr int kD = kKernelDim;
 constexpr int kThreads = 128;
 constexpr int kMaxItems = kMaxRank + kMaxWindow + 1;
 
-__host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 16 * 16; }
-
 // The dynamic shared memory: the open window's records and the compensators, staged by
 // bulk copies, sized by the pool's p and r (so a p = 16 pool keeps more CTAs per SM than the
 // largest window would allow). Byte offsets, every section 16-byte aligned.

@@ -151,6 +151,12 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
     codes[i] = __ldcs(reinterpret_cast<const uint4*>(region + rv.codes + j * kD + 64 * (i % 2) + 16 * c4));
   }
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
+  // Thread t needs only key row t's scale s_k and value column t's scale s_v: plain loads,
+  // issued with the window length and not behind its check (a load after a branch that may
+  // return waits for the branch: that made the scales a third round trip in the chain).
+  const float sk_row = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
+  const float col_scale = reinterpret_cast<const float*>(region + rv.col_scale)[t];
+  const float G_old = reinterpret_cast<const float*>(region + rv.window + 16)[kKda ? t : 0];
   if (n >= rv.p) {  // full window not yet refitted: a caller bug; keep the state, flag the output
     StoreFromFloat(o, t, __int_as_float(0x7fc00000));
     return;
@@ -169,14 +175,11 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
     }
     if (comp_bytes > 0) BulkCopy(s_comp, region + rv.comp, comp_bytes, &s_bar);
   }
-  // Thread t needs only key row t's scale s_k and value column t's scale s_v: plain loads.
-  const float sk_row = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
-  const float cf = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
-  const float* G_old = reinterpret_cast<const float*>(region + rv.window + 16);
+  const float cf = col_scale / 127.0f;
   // Log-gates clamped at -1000 as reference::kMinLogGate: same decay, no overflow of G.
-  const float Gt = G_old[kKda ? t : 0] + fmaxf(g_in, -1000.0f);
-  __syncthreads();  // s_bar initialised
-  BulkStageWait(&s_bar);
+  const float Gt = G_old + fmaxf(g_in, -1000.0f);
+  // A. (The first block barrier, in BlockSumN or BlockMaxN, publishes the initialised s_bar
+  // before any thread waits on it.)
   if (a.l2norm) {
     float sums[2] = {qv * qv, kv * kv};
     BlockSumN<kThreads, 2>(sums, s_red);
@@ -201,6 +204,59 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   const int ex_k = LimbExponent(maxima[1]), ex_q = LimbExponent(maxima[2]);
   SplitIntoLimbs(ysk * PowerOfTwo(ex_k), &s_limbs[0][t], kD);
   SplitIntoLimbs(ysq * PowerOfTwo(ex_q), &s_limbs[4][t], kD);
+
+  // The limbs visible to the code pass (one barrier pair for it and the sum of k_rec q).
+  const float knq = BlockSum<kThreads>(k_rec * qv, s_red);
+
+  // C. The code pass, mma.sync m16n8k32 s8 x s8 -> s32. Key index permutation: k-tile kt takes,
+  // for lane quad c, the codes of words 2 kt (a0 / a1: rows g / g + 8) and 2 kt + 1 (a2 / a3)
+  // of the 8 words this lane loaded per row; B column n = g is limb row g of s_limbs at the
+  // same keys, which are the same words of the same 16-byte loads. Any permutation of the key
+  // index gives the same sum.
+  uint32_t bfrag[8];
+  {
+    const uint4 lo = *reinterpret_cast<const uint4*>(&s_limbs[g][16 * c4]);
+    const uint4 hi = *reinterpret_cast<const uint4*>(&s_limbs[g][64 + 16 * c4]);
+    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) bfrag[i] = words[i];
+  }
+  // Lane quad c holds columns 2 c and 2 c + 1: limbs (0, 1) of k, (2, 3) of k, (0, 1) of q,
+  // (2, 3) of q. Its two limbs' weight, and the vector's unscaling power of two.
+  const float w_hi = (c4 % 2 == 0) ? 1.0f : 1.0f / (128.0f * 128.0f);
+  const float unscale = PowerOfTwo(-(c4 < 2 ? ex_k : ex_q));
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    int d[4] = {0, 0, 0, 0};
+    const uint4 row_g[2] = {codes[4 * mt], codes[4 * mt + 1]};
+    const uint4 row_g8[2] = {codes[4 * mt + 2], codes[4 * mt + 3]};
+#pragma unroll
+    for (int kt = 0; kt < 4; ++kt) {
+      auto word = [](const uint4 (&row)[2], int w) {
+        const uint4& v = row[w / 4];
+        return (w % 4) == 0 ? v.x : (w % 4) == 1 ? v.y : (w % 4) == 2 ? v.z : v.w;
+      };
+      const uint32_t af[4] = {word(row_g, 2 * kt), word(row_g8, 2 * kt), word(row_g, 2 * kt + 1),
+                              word(row_g8, 2 * kt + 1)};
+      MmaS8(d, af, bfrag[2 * kt], bfrag[2 * kt + 1]);
+    }
+    // Row g: columns 2 c (weight w_hi) and 2 c + 1 (w_hi / 128); the other limb pair of the same
+    // vector is in the neighbouring lane quad. int32 sums of at most 2^20 are exact in fp32.
+    float part_g = fmaf(static_cast<float>(d[1]), w_hi * (1.0f / 128.0f), static_cast<float>(d[0]) * w_hi);
+    float part_g8 = fmaf(static_cast<float>(d[3]), w_hi * (1.0f / 128.0f), static_cast<float>(d[2]) * w_hi);
+    part_g += __shfl_xor_sync(0xffffffffu, part_g, 1);
+    part_g8 += __shfl_xor_sync(0xffffffffu, part_g8, 1);
+    const int j = 32 * warp + 16 * mt + g;
+    if (c4 == 0) {
+      s_acc_k[j] = part_g * unscale;
+      s_acc_k[j + 8] = part_g8 * unscale;
+    } else if (c4 == 2) {
+      s_acc_q[j] = part_g * unscale;
+      s_acc_q[j + 8] = part_g8 * unscale;
+    }
+  }
+  // The records and compensators: the bulk copies ran during A and C.
+  BulkStageWait(&s_bar);
 
   // B. Dot products of length dk: compensators 0..r-1 (with exp(G) x), records 0..n-1 (with x
   // and the records' decay). Four items per warp at a time, eight lanes per item: lane s of an
@@ -254,56 +310,7 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
     dq_ = GroupSum<8>(dq_);
     if (sub == 0 && it < items) s_dot[it] = make_float2(dk_ * factor, dq_ * factor);
   }
-  const float knq = BlockSum<kThreads>(k_rec * qv, s_red);  // barrier: B's results visible
-
-  // C. The code pass, mma.sync m16n8k32 s8 x s8 -> s32. Key index permutation: k-tile kt takes,
-  // for lane quad c, the codes of words 2 kt (a0 / a1: rows g / g + 8) and 2 kt + 1 (a2 / a3)
-  // of the 8 words this lane loaded per row; B column n = g is limb row g of s_limbs at the
-  // same keys, which are the same words of the same 16-byte loads. Any permutation of the key
-  // index gives the same sum.
-  uint32_t bfrag[8];
-  {
-    const uint4 lo = *reinterpret_cast<const uint4*>(&s_limbs[g][16 * c4]);
-    const uint4 hi = *reinterpret_cast<const uint4*>(&s_limbs[g][64 + 16 * c4]);
-    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) bfrag[i] = words[i];
-  }
-  // Lane quad c holds columns 2 c and 2 c + 1: limbs (0, 1) of k, (2, 3) of k, (0, 1) of q,
-  // (2, 3) of q. Its two limbs' weight, and the vector's unscaling power of two.
-  const float w_hi = (c4 % 2 == 0) ? 1.0f : 1.0f / (128.0f * 128.0f);
-  const float unscale = PowerOfTwo(-(c4 < 2 ? ex_k : ex_q));
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    int d[4] = {0, 0, 0, 0};
-    const uint4 row_g[2] = {codes[4 * mt], codes[4 * mt + 1]};
-    const uint4 row_g8[2] = {codes[4 * mt + 2], codes[4 * mt + 3]};
-#pragma unroll
-    for (int kt = 0; kt < 4; ++kt) {
-      auto word = [](const uint4 (&row)[2], int w) {
-        const uint4& v = row[w / 4];
-        return (w % 4) == 0 ? v.x : (w % 4) == 1 ? v.y : (w % 4) == 2 ? v.z : v.w;
-      };
-      const uint32_t af[4] = {word(row_g, 2 * kt), word(row_g8, 2 * kt), word(row_g, 2 * kt + 1),
-                              word(row_g8, 2 * kt + 1)};
-      MmaS8(d, af, bfrag[2 * kt], bfrag[2 * kt + 1]);
-    }
-    // Row g: columns 2 c (weight w_hi) and 2 c + 1 (w_hi / 128); the other limb pair of the same
-    // vector is in the neighbouring lane quad. int32 sums of at most 2^20 are exact in fp32.
-    float part_g = fmaf(static_cast<float>(d[1]), w_hi * (1.0f / 128.0f), static_cast<float>(d[0]) * w_hi);
-    float part_g8 = fmaf(static_cast<float>(d[3]), w_hi * (1.0f / 128.0f), static_cast<float>(d[2]) * w_hi);
-    part_g += __shfl_xor_sync(0xffffffffu, part_g, 1);
-    part_g8 += __shfl_xor_sync(0xffffffffu, part_g8, 1);
-    const int j = 32 * warp + 16 * mt + g;
-    if (c4 == 0) {
-      s_acc_k[j] = part_g * unscale;
-      s_acc_k[j + 8] = part_g8 * unscale;
-    } else if (c4 == 2) {
-      s_acc_q[j] = part_g * unscale;
-      s_acc_q[j + 8] = part_g8 * unscale;
-    }
-  }
-  __syncthreads();
+  __syncthreads();  // B's and C's results visible
 
   // D. Thread t owns value column j = t.
   const int j = t;

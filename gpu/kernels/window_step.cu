@@ -4,14 +4,17 @@
 //      rest of the prologue); inputs are normalised, the window's log-gate advanced, and the
 //      read vectors y = exp(G) * x (x = k, q) staged in shared memory, with s_k * y split into
 //      four 7-bit integer limbs each;
-//   B. the short dot products: each compensator's key factor and each record's key with the
-//      decayed k and q (eight lanes per item, four items per warp at a time);
 //   C. the code pass on integer tensor cores: the codes times [y_k, y_q] is a [128 x 128] x
 //      [128 x 8] product of int8 codes and int8 limbs (mma.sync m16n8k32, exact int32 sums), so
 //      the codes go from their loads straight into the mma with no conversion, and the limbs'
 //      27 bits leave the fp32 recombination as the only rounding;
+//   B. the short dot products: each compensator's key factor and each record's key with the
+//      decayed k and q (eight lanes per item, four items per warp at a time);
 //   D. thread j owns value column j: adds the compensator and record terms, forms u_j, finds
 //      the new record's scale (block max), rounds, writes o_j and appends the record.
+// C runs before B: A and C read none of the records and compensators, so their bulk copies
+// (issued once the window length is known, the third read of a chain slot -> window length ->
+// records) run during A and C, and only B and D wait for them.
 // Only the record append and o are written; the boundary payload is read once.
 #include <cuda_bf16.h>
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA Hopper GPU and Nsight Compute: profiles one launch of each
 # window-format kernel inside leapcache-kernel-bench (GDN and KDA step, the staggered refit
-# launch) at batch B (default 256) and writes, per kernel, the full section report and the
-# per-SASS-instruction source page (executed instructions and stall samples per line) as CSV.
+# launch) at batch B (default 256) and writes, per kernel, the full section report, the
+# per-SASS-instruction source page (executed instructions and stall samples per instruction) and
+# the same counters per CUDA source line, each line followed by its instructions (the kernels
+# build with -lineinfo; an inlined instruction may count at several lines of its inline chain),
+# as CSV.
 # Clocks are left as the machine has them (--clock-control none).
 #   [LEAPCACHE_PROFILE_ONLY=step_gdn,...] scripts/gpu_profile.sh BENCH_BINARY OUT_DIR [B]
 set -uo pipefail
@@ -29,5 +32,7 @@ for p in "${profiles[@]}"; do
   "$ncu" -i "$out/$name.ncu-rep" --page details --csv > "$out/$name.details.csv" 2>&1 || status=1
   "$ncu" -i "$out/$name.ncu-rep" --page source --csv --print-source sass \
     > "$out/$name.sass.csv" 2>&1 || status=1
+  "$ncu" -i "$out/$name.ncu-rep" --page source --csv --print-source cuda,sass \
+    > "$out/$name.cuda_sass.csv" 2>&1 || status=1
 done
 exit $status

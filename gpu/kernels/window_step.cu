@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   }
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
   // Thread t needs only key row t's scale s_k and value column t's scale s_v: plain loads,
-  // issued with the window length and not behind its check (a load after a branch that may
-  // return waits for the branch: that made the scales a third round trip in the chain).
+  // written ahead of the window's check so they need not queue behind it (the compiler may
+  // still sink a load below the check: it does so with the log-gate's).
   const float sk_row = rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
   const float col_scale = reinterpret_cast<const float*>(region + rv.col_scale)[t];
   const float G_old = reinterpret_cast<const float*>(region + rv.window + 16)[kKda ? t : 0];
@@ -181,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   const float cf = col_scale / 127.0f;
   // Log-gates clamped at -1000 as reference::kMinLogGate: same decay, no overflow of G.
   const float Gt = G_old + fmaxf(g_in, -1000.0f);
-  // A. (The first block barrier, in BlockSumN or BlockMaxN, publishes the initialised s_bar
-  // before any thread waits on it.)
+  // The read vectors. The first block barrier (in BlockSumN or BlockMaxN) publishes the
+  // initialised s_bar before any thread waits on it.
   if (a.l2norm) {
     float sums[2] = {qv * qv, kv * kv};
     BlockSumN<kThreads, 2>(sums, s_red);

@@ -377,6 +377,74 @@ INSTANTIATE_TEST_SUITE_P(All, WindowStepTest,
                                            WindowCase{StateKind::kKda, DType::kBf16, false},
                                            WindowCase{StateKind::kKda, DType::kFp32, true}));
 
+// A window that is full (n = p) and was not refitted before the next step is a caller bug: the
+// step must leave every byte of the head's region as it was and write NaN to its output, so
+// the bug shows instead of corrupting the state. Padding slots still get zeros.
+TEST(WindowStepFullWindowTest, KeepsTheRegionAndFlagsTheOutput) {
+  for (StateKind kind : {StateKind::kGdn, StateKind::kKda}) {
+    SCOPED_TRACE(kind == StateKind::kGdn ? "gdn" : "kda");
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    const int batch = 5, heads = 3, num_slots = 8;
+    const BlobSpec spec = BlobSpec::Leap(kind, 8);
+    auto layout = MakePoolLayout(spec, num_slots, heads);
+    ASSERT_TRUE(layout.ok());
+    const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
+    const WindowOptions wopts{spec, opts, reference::RecordPrecision::kFp16};
+    std::vector<uint8_t> pool(layout->pool_bytes());
+    for (auto& x : pool) x = static_cast<uint8_t>(rng.gen());
+    StepBatch s{batch, heads, kind, DType::kBf16};
+    s.slot = RandomSlots(rng, batch, num_slots, 1);
+    for (int b = 0; b < batch; ++b) {
+      if (s.slot[b] < 0) continue;
+      for (int h = 0; h < heads; ++h) {
+        const std::vector<float> h0 = RandomState(rng);
+        auto w = WindowState::Create(wopts, h0.data());
+        ASSERT_TRUE(w.ok());
+        StepBatch warm{1, 1, kind, DType::kFp32};
+        std::vector<float> o(kD);
+        for (int i = 0; i < spec.p - 1; ++i) {
+          warm.Fill(rng);
+          ASSERT_TRUE((*w)->Step(warm.Input(0, 0), o.data()).ok());
+        }
+        ASSERT_TRUE(WriteRegion(*layout, (*w)->Snapshot(),
+                                pool.data() + layout->region_offset(s.slot[b], h)).ok());
+      }
+    }
+    DeviceBuffer<uint8_t> d_pool(pool);
+    s.Fill(rng);
+    DeviceStep fill(s, opts);  // record p: every window is full now
+    ASSERT_TRUE(WindowDecodeStep(*layout, fill.params, d_pool.get(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint8_t> full = d_pool.Download();
+
+    s.Fill(rng);
+    DeviceStep d(s, opts);
+    // Poisoned with a finite value here: a NaN poison would pass for the flag unwritten.
+    d.o = DeviceBuffer<float>(std::vector<float>(size_t(batch) * heads * kD, 12345.0f));
+    d.params.o = d.o.get();
+    ASSERT_TRUE(WindowDecodeStep(*layout, d.params, d_pool.get(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint8_t> after = d_pool.Download();
+    ASSERT_EQ(after.size(), full.size());
+    EXPECT_EQ(std::memcmp(after.data(), full.data(), full.size()), 0) << "the pool changed";
+    const std::vector<float> o = d.o.Download();
+    for (int b = 0; b < batch; ++b) {
+      for (int h = 0; h < heads; ++h) {
+        for (int j = 0; j < kD; ++j) {
+          const float x = o[(size_t(b) * heads + h) * kD + j];
+          if (s.slot[b] < 0) {
+            ASSERT_EQ(x, 0.0f) << "padding b " << b << " h " << h << " j " << j;
+          } else {
+            ASSERT_TRUE(std::isnan(x)) << "b " << b << " h " << h << " j " << j << ": " << x;
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Encode / decode of dense states.
 

@@ -275,6 +275,32 @@ std::vector<float> RandomState(Rng& rng) {
   return S;
 }
 
+// A random state (RandomState) advanced by `records` random steps of the CPU reference and
+// written into `region`; the reference's window state, or null after a recorded failure.
+std::unique_ptr<WindowState> WarmedRegion(const PoolLayout& layout, const WindowOptions& wopts,
+                                          int records, Rng& rng, uint8_t* region) {
+  const std::vector<float> h0 = RandomState(rng);
+  auto w = WindowState::Create(wopts, h0.data());
+  if (!w.ok()) {
+    ADD_FAILURE() << w.status().ToString();
+    return nullptr;
+  }
+  StepBatch warm{1, 1, wopts.spec.kind, DType::kFp32};
+  std::vector<float> o(kD);
+  for (int i = 0; i < records; ++i) {
+    warm.Fill(rng);
+    if (Status st = (*w)->Step(warm.Input(0, 0), o.data()); !st.ok()) {
+      ADD_FAILURE() << st.ToString();
+      return nullptr;
+    }
+  }
+  if (Status st = WriteRegion(layout, (*w)->Snapshot(), region); !st.ok()) {
+    ADD_FAILURE() << st.ToString();
+    return nullptr;
+  }
+  return std::move(w).value();
+}
+
 TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   const WindowCase c = GetParam();
   const uint64_t seed = FreshSeed();
@@ -295,19 +321,10 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   for (int b = 0; b < batch; ++b) {
     if (s.slot[b] < 0) continue;
     for (int h = 0; h < heads; ++h) {
-      const std::vector<float> h0 = RandomState(rng);
-      auto w = WindowState::Create(wopts, h0.data());
-      ASSERT_TRUE(w.ok());
       const int m = c.all_due ? spec.p - 1 : int(rng.gen() % spec.p);
-      StepBatch warm{1, 1, c.kind, DType::kFp32};
-      std::vector<float> o(kD);
-      for (int i = 0; i < m; ++i) {
-        warm.Fill(rng);
-        ASSERT_TRUE((*w)->Step(warm.Input(0, 0), o.data()).ok());
-      }
-      ASSERT_TRUE(WriteRegion(*layout, (*w)->Snapshot(),
-                              pool.data() + layout->region_offset(s.slot[b], h)).ok());
-      cpu[size_t(b) * heads + h] = std::move(w).value();
+      auto w = WarmedRegion(*layout, wopts, m, rng, pool.data() + layout->region_offset(s.slot[b], h));
+      ASSERT_NE(w, nullptr);
+      cpu[size_t(b) * heads + h] = std::move(w);
     }
   }
   s.Fill(rng);
@@ -399,17 +416,9 @@ TEST(WindowStepFullWindowTest, KeepsTheRegionAndFlagsTheOutput) {
     for (int b = 0; b < batch; ++b) {
       if (s.slot[b] < 0) continue;
       for (int h = 0; h < heads; ++h) {
-        const std::vector<float> h0 = RandomState(rng);
-        auto w = WindowState::Create(wopts, h0.data());
-        ASSERT_TRUE(w.ok());
-        StepBatch warm{1, 1, kind, DType::kFp32};
-        std::vector<float> o(kD);
-        for (int i = 0; i < spec.p - 1; ++i) {
-          warm.Fill(rng);
-          ASSERT_TRUE((*w)->Step(warm.Input(0, 0), o.data()).ok());
-        }
-        ASSERT_TRUE(WriteRegion(*layout, (*w)->Snapshot(),
-                                pool.data() + layout->region_offset(s.slot[b], h)).ok());
+        ASSERT_NE(WarmedRegion(*layout, wopts, spec.p - 1, rng,
+                               pool.data() + layout->region_offset(s.slot[b], h)),
+                  nullptr);
       }
     }
     DeviceBuffer<uint8_t> d_pool(pool);

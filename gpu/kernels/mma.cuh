@@ -28,6 +28,31 @@ __device__ __forceinline__ void MmaS8(int d[4], const uint32_t a[4], uint32_t b0
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8 x 8 matrices of b16 elements from shared memory, transposed: lanes 8 i .. 8 i + 7 give
+// the shared-space addresses of matrix i's rows (16 bytes each, 16-byte aligned), and r[i]
+// receives, in the fragment layout, elements (2 (lane % 4), lane / 4) and
+// (2 (lane % 4) + 1, lane / 4) of it.
+__device__ __forceinline__ void LoadMatrixX4Trans(uint32_t r[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The same for two matrices (lanes 0-15 give the addresses).
+__device__ __forceinline__ void LoadMatrixX2Trans(uint32_t r[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
+// 8 x 8 transpose of b16 elements across the warp, in the fragment layout (row lane / 4,
+// columns 2 (lane % 4) and 2 (lane % 4) + 1 in each thread's word).
+__device__ __forceinline__ uint32_t Transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // The power of two that brings max_abs into [2^14, 2^15) (fp16 hi + lo split without overflow,
 // and without losing small vectors to fp16 underflow); clamped to a normal float.
 __device__ __forceinline__ int SplitExponent(float max_abs) {

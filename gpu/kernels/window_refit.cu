@@ -76,20 +76,27 @@ struct DecodeShared {
   __align__(16) float rec[1];
 };
 
-// Raw record staging: k [p][kD] and u [p][kD] halves, G_rec [p][gate], w [p] floats.
+// Raw record staging: k [p][kD] halves, G_rec [p][gate], w [p] floats (the records' u go
+// straight into the fold's B operand).
 __host__ __device__ constexpr int RecordStageBytes(int p, int gate) {
-  return 2 * p * kD * 2 + RoundUp16(p * gate * 4) + RoundUp16(p * 4);
+  return p * kD * 2 + RoundUp16(p * gate * 4) + RoundUp16(p * 4);
 }
-// The fold's operands for k_total = n + r (FoldArea): A hi, A lo and B, kD rows each, at a pitch
-// of 8 words per k-tile of 16 plus 4.
-__host__ __device__ constexpr int FoldWords(int k_total) { return 3 * kD * (8 * ((k_total + 15) / 16) + 4); }
-// At p = 16, r = 4: 71,232 bytes for KDA, 63,104 for GDN (three CTAs per SM).
+// The fold's operands for k_total = n + r (FoldArea): A hi and A lo, kD rows of 8 words (fp16
+// pairs) per k-tile of 16 plus 2 (a pitch of 2 mod 16, as A's fragment rows are 2 apart), then
+// B as 16 rows per k-tile of kD halves at a pitch of kBRowBytes.
+constexpr int kBRowBytes = 2 * kD + 16;
+__host__ __device__ constexpr int FoldTiles(int k_total) { return (k_total + 15) / 16; }
+__host__ __device__ constexpr int FoldAPitch(int ktiles) { return 8 * ktiles + 2; }
+__host__ __device__ constexpr int FoldWords(int k_total) {
+  return 2 * kD * FoldAPitch(FoldTiles(k_total)) + 16 * FoldTiles(k_total) * kBRowBytes / 4;
+}
+// At p = 16, r = 4: 63,552 bytes for KDA, 55,424 for GDN (three CTAs per SM).
 size_t DecodeSharedBytes(int p, int r, int gate) {
   return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) + RecordStageBytes(p, gate);
 }
 
 // Two CTAs must fit in an SM's 228 KB (with the static part and the 1 KB the driver reserves
-// per CTA): at p = 16 this is 111,168 bytes for KDA, 102,992 for GDN.
+// per CTA): at p = 16 this is 107,072 bytes for KDA, 98,944 for GDN.
 size_t SharedBytes(int p, int gate) {
   return offsetof(Shared, rec) +
          std::max<size_t>(RecordStageBytes(p, gate), sizeof(float) * kD * kMaxRank);
@@ -236,23 +243,28 @@ __device__ __forceinline__ void AddCompensators(const Shared& sh, int r, int a0,
   }
 }
 
-// An int8 code as a float, exactly, without the quarter-rate I2F: the byte biased by 128 becomes
-// the low mantissa byte of 2^23 (one LOP3), and one FADD removes 2^23 + 128.
-__device__ __forceinline__ float CodeToFloat(int8_t c) {
-  return __uint_as_float(0x4B000000u | (static_cast<uint32_t>(static_cast<uint8_t>(c)) ^ 0x80u)) - 8388736.0f;
+// Byte kByte of a word of four int8 codes, as a float, exactly, without the quarter-rate I2F:
+// `biased` is the word with each byte biased by 128 (word ^ 0x80808080, one LOP3 for four
+// codes); one PRMT makes the biased byte the low mantissa byte of 2^23, one FADD removes
+// 2^23 + 128.
+template <int kByte>
+__device__ __forceinline__ float CodeToFloat(uint32_t biased) {
+  return __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650 + kByte)) - 8388736.0f;
 }
 
-// The fold's operands, fp16 pairs packed in 32-bit words, in the state's area (which holds
-// nothing else until the fold's epilogue writes S): A hi and lo as [a][k] and B as [j][k], k
-// contiguous. k counts the n records and then the r compensators, padded with zeros to whole
-// mma k-tiles of 16. The row pitch (words) is 4 mod 8, so the 8 rows x 4 words a fragment load
-// touches fall on 32 different banks.
+// The fold's operands in the state's area (which holds nothing else until the fold's epilogue
+// writes S). k counts the n records and then the r compensators, padded with zeros to whole mma
+// k-tiles of 16. A hi and lo: fp16 pairs in 32-bit words as [a][k], k contiguous, at a row pitch
+// (words) of 2 mod 16, so the 8 rows x 4 words a fragment load touches (rows 2 apart,
+// FragmentRows) fall on 32 different banks. B: fp16 as [k][j], the records' u and the
+// compensators' value halves copied in as stored, and read by ldmatrix.trans; rows of
+// kBRowBytes (68 words, 4 mod 32) put the 8 rows of each 8 x 8 matrix on different banks.
 struct FoldOperands {
   uint32_t* a_hi;
   uint32_t* a_lo;
-  uint32_t* b;
-  int pitch;   // words per row
-  int ktiles;  // k-tiles of 16
+  unsigned char* b;  // row k at b + k * kBRowBytes
+  int a_pitch;       // words per row
+  int ktiles;        // k-tiles of 16
 };
 
 constexpr int kMaxFoldTiles = (kMaxWindow + kMaxRank + 15) / 16;
@@ -274,10 +286,10 @@ __device__ __forceinline__ unsigned char* RecordStage(DecodeShared& sh, const Re
 
 template <typename Sh>
 __device__ __forceinline__ FoldOperands FoldArea(Sh& sh, const RegionView& rv, int k_total) {
-  const int ktiles = (k_total + 15) / 16;
-  const int pitch = 8 * ktiles + 4;
+  const int ktiles = FoldTiles(k_total);
+  const int a_pitch = FoldAPitch(ktiles);
   uint32_t* base = FoldBase(sh, rv);
-  return {base, base + kD * pitch, base + 2 * kD * pitch, pitch, ktiles};
+  return {base, base + kD * a_pitch, reinterpret_cast<unsigned char*>(base + 2 * kD * a_pitch), a_pitch, ktiles};
 }
 static_assert(sizeof(float) * FoldWords(kMaxWindow + kMaxRank) <= sizeof(Shared::S),
               "the fold's operands fit in the state's area");
@@ -288,12 +300,16 @@ __device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
 
 // Where a thread's elements of S sit in the fold's accumulators (mma m16n8k16 C fragments):
 // warp w holds rows 16 w .. 16 w + 15 and all 128 columns; s[nt][0..1] are S[a0][j], S[a0][j + 1]
-// and s[nt][2..3] are S[a1][j], S[a1][j + 1], with j = Col(nt).
+// and s[nt][2..3] are S[a1][j], S[a1][j + 1], with j = Col(nt). The fragment's rows gid and
+// gid + 8 are the state's rows a0 = 16 w + 2 gid and a1 = a0 + 1 (the A operand is loaded in
+// that order), so a thread's four elements of a column pair are the four int8 codes of one
+// 32-bit word of the [j][a] code layout: one ldmatrix.trans reads four such words, one movmatrix
+// and one 32-bit store write one.
 struct FragmentRows {
   int warp, lane, gid, tig, a0, a1;
   __device__ FragmentRows()
       : warp(static_cast<int>(threadIdx.x) / 32), lane(static_cast<int>(threadIdx.x) % 32),
-        gid(lane / 4), tig(lane % 4), a0(16 * warp + gid), a1(a0 + 8) {}
+        gid(lane / 4), tig(lane % 4), a0(16 * warp + 2 * gid), a1(a0 + 1) {}
   __device__ int Col(int nt) const { return 8 * nt + 2 * tig; }
 };
 
@@ -325,15 +341,33 @@ __device__ __forceinline__ void Reconstruct(Sh& sh, const uint8_t* region, const
   // Every global read is an asynchronous copy issued up front, in two groups: the records and
   // compensators (the fold's operands are built from them first), then the codes (needed only
   // by the epilogue, so they stay in flight while the operands are built and multiplied).
-  // Compensators (fp16 [r][kD + kD]) are staged in the key-factor area, free until the fit.
+  // Compensators (fp16 [r][kD + kD]) are staged in the key-factor area, free until the fit; the
+  // records' u and the compensators' value halves are B's rows 0 .. n + r - 1 as stored.
+  const FoldOperands f = FoldArea(sh, rv, n + r);
   unsigned char* raw = RecordStage(sh, rv);
   const int k_bytes = n * kD * 2, g_bytes = n * rv.gate * 4;
   BlockCopyAsync(raw, region + rv.rec_k, k_bytes);
-  BlockCopyAsync(raw + k_bytes, region + rv.rec_u, k_bytes);
-  BlockCopyAsync(raw + 2 * k_bytes, region + rv.rec_g, g_bytes);
-  BlockCopyAsync(raw + 2 * k_bytes + RoundUp16(g_bytes), region + rv.rec_w, n * 4);
+  BlockCopyAsync(raw + k_bytes, region + rv.rec_g, g_bytes);
+  BlockCopyAsync(raw + k_bytes + RoundUp16(g_bytes), region + rv.rec_w, n * 4);
   static_assert(sizeof(sh.kf) >= kMaxRank * 2 * kD * 2, "compensators fit in the key-factor area");
   BlockCopyAsync(&sh.kf[0][0], region + rv.comp, r * 2 * kD * 2);
+  {
+    // Not unrolled: unrolled, these loops made the refit spill.
+    constexpr int kRowChunks = kD * 2 / 16;  // 16-byte pieces of a B row
+    const int piece = 16 * (t % kRowChunks);
+#pragma unroll 1
+    for (int k = t / kRowChunks; k < n; k += kThreads / kRowChunks) {
+      CopyAsync16(f.b + k * kBRowBytes + piece, region + rv.rec_u + k * kD * 2 + piece);
+    }
+#pragma unroll 1
+    for (int k = t / kRowChunks; k < r; k += kThreads / kRowChunks) {
+      CopyAsync16(f.b + (n + k) * kBRowBytes + piece, region + rv.comp + k * kD * 4 + kD * 2 + piece);
+    }
+#pragma unroll 1
+    for (int k = n + r + t / kRowChunks; k < 16 * f.ktiles; k += kThreads / kRowChunks) {
+      *reinterpret_cast<uint4*>(f.b + k * kBRowBytes + piece) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
   CopyAsyncCommit();
   for (int c = t; c < kD * kD / 16; c += kThreads) {
     CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
@@ -341,16 +375,14 @@ __device__ __forceinline__ void Reconstruct(Sh& sh, const uint8_t* region, const
   CopyAsyncCommit();
   if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
   const float* G = reinterpret_cast<const float*>(region + rv.window + 16);
-  const int a = t / 2, par = t % 2;  // thread pair (2a, 2a + 1) builds row a of A and column a of B
+  const int a = t / 2, par = t % 2;  // thread pair (2a, 2a + 1) builds row a of A
   const float g_a = G[kda ? a : 0];
   const float row_scale =
       rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[a] : 1.0f;
   const __half* rec_k = reinterpret_cast<const __half*>(raw);
-  const __half* rec_u = reinterpret_cast<const __half*>(raw + k_bytes);
-  const float* rec_g = reinterpret_cast<const float*>(raw + 2 * k_bytes);
-  const float* rec_w = reinterpret_cast<const float*>(raw + 2 * k_bytes + RoundUp16(g_bytes));
+  const float* rec_g = reinterpret_cast<const float*>(raw + k_bytes);
+  const float* rec_w = reinterpret_cast<const float*>(raw + k_bytes + RoundUp16(g_bytes));
   const __half* comp = reinterpret_cast<const __half*>(&sh.kf[0][0]);
-  const FoldOperands f = FoldArea(sh, rv, n + r);
   CopyAsyncWaitGroup<1>();
   __syncthreads();
   const int pairs = 4 * f.ktiles * 2;  // k pairs per row, padding included
@@ -393,43 +425,36 @@ __device__ __forceinline__ void Reconstruct(Sh& sh, const uint8_t* region, const
         const float x0 = x[i][0] * scale, x1 = x[i][1] * scale;
         const __half2 hi = __floats2half2_rn(x0, x1);
         const float2 hf = __half22float2(hi);
-        f.a_hi[a * f.pitch + m] = Half2Bits(hi);
-        f.a_lo[a * f.pitch + m] = Half2Bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
+        f.a_hi[a * f.a_pitch + m] = Half2Bits(hi);
+        f.a_lo[a * f.a_pitch + m] = Half2Bits(__floats2half2_rn(x0 - hf.x, x1 - hf.y));
       }
-    }
-  }
-  {
-    // B: the thread pair owns column j = a.
-    const int j = a;
-    auto entry = [&](int k) -> __half {
-      if (k < n) return rec_u[k * kD + j];
-      return k < n + r ? comp[(k - n) * 2 * kD + kD + j] : __float2half_rn(0.0f);
-    };
-    for (int m = par; m < pairs; m += 2) {
-      f.b[j * f.pitch + m] = Half2Bits(__halves2half2(entry(2 * m), entry(2 * m + 1)));
     }
   }
   CopyAsyncWaitAll();
   __syncthreads();  // operands built, codes landed
-  // F on tensor cores: warp w owns rows [16 w, 16 w + 16) and all 128 columns (16 n-tiles), in
-  // kHalves passes of 16 / kHalves n-tiles.
-  const int warp = t / 32, lane = t % 32, gid = lane / 4, tig = lane % 4;
-  const int a0 = 16 * warp + gid, a1 = a0 + 8;
+  // F on tensor cores: warp w owns rows [16 w, 16 w + 16) (in FragmentRows' order) and all 128
+  // columns (16 n-tiles), in kHalves passes of 16 / kHalves n-tiles.
+  const FragmentRows fr;
+  const int tig = fr.tig, a0 = fr.a0;
   constexpr int kTiles = kD / 8 / kHalves;
+  static_assert(kTiles % 4 == 0, "codes are read four n-tiles at a time");
 #pragma unroll
   for (int half = 0; half < kHalves; ++half) {
     float acc[kTiles][4] = {};
     for (int kt = 0; kt < f.ktiles; ++kt) {
-      const int r0 = (16 * warp + gid) * f.pitch + 8 * kt + tig, r1 = r0 + 8 * f.pitch;
+      const int r0 = a0 * f.a_pitch + 8 * kt + tig, r1 = r0 + f.a_pitch;
       const uint32_t hi[4] = {f.a_hi[r0], f.a_hi[r1], f.a_hi[r0 + 4], f.a_hi[r1 + 4]};
       const uint32_t lo[4] = {f.a_lo[r0], f.a_lo[r1], f.a_lo[r0 + 4], f.a_lo[r1 + 4]};
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         const int nt = half * kTiles + i;
-        const int c0 = (8 * nt + gid) * f.pitch + 8 * kt + tig;
-        const uint32_t b0 = f.b[c0], b1 = f.b[c0 + 4];
-        MmaF16(acc[i], lo, b0, b1);
-        MmaF16(acc[i], hi, b0, b1);
+        // b0 and b1 of n-tile nt by one ldmatrix.trans: its two matrices are B's rows
+        // 16 kt .. + 7 and 16 kt + 8 .. + 15 over columns 8 nt .. 8 nt + 7 (lanes 0-15 give the
+        // row addresses). Loading two n-tiles per instruction (x4) made the compiler spill.
+        uint32_t b[2];
+        LoadMatrixX2Trans(b, SharedAddress(f.b + (16 * kt + fr.lane % 16) * kBRowBytes + 16 * nt));
+        MmaF16(acc[i], lo, b[0], b[1]);
+        MmaF16(acc[i], hi, b[0], b[1]);
       }
     }
     // Not needed for the data (the epilogue reads nothing the mma loop writes), but it keeps the
@@ -437,20 +462,28 @@ __device__ __forceinline__ void Reconstruct(Sh& sh, const uint8_t* region, const
     // needed 128 registers instead of 120 and ran 270-275 us instead of 256-262 us (B = 256).
     __syncthreads();
     // Epilogue: S = code * (s_k exp(G)) * s_v / q + F 2^-e_a, in the accumulators' layout
-    // (rows gid and gid + 8 of the warp's 16, columns j = 8 nt + 2 tig and j + 1).
-    const float base0 = sh.row_base[a0], base1 = sh.row_base[a1];
-    const float un0 = sh.fold_unscale[a0], un1 = sh.fold_unscale[a1];
+    // (rows a0 and a1, columns j = 8 nt + 2 tig and j + 1). The codes come four n-tiles at a
+    // time by ldmatrix.trans: matrix i's rows are columns 8 (nt + i) .. + 7 of the code staging
+    // ([j][a]), 16 bytes each (the warp's 16 keys), so lane's word i holds the codes
+    // (a0, j), (a1, j), (a0, j + 1), (a1, j + 1) of n-tile nt + i.
+    const uint32_t code_row = SharedAddress(sh.codes + (8 * (fr.lane / 8) + fr.lane % 8) * kCodePitch + 16 * fr.warp);
+    const float2 base = *reinterpret_cast<const float2*>(sh.row_base + a0);
+    const float2 un = *reinterpret_cast<const float2*>(sh.fold_unscale + a0);
 #pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      const int nt = half * kTiles + i;
-      const int j = 8 * nt + 2 * tig;
-      const float2 cf = *reinterpret_cast<const float2*>(sh.col_scale + j);
-      const int8_t* code0 = sh.codes + j * kCodePitch;
-      const int8_t* code1 = code0 + kCodePitch;
-      emit(nt, fmaf(acc[i][0], un0, CodeToFloat(code0[a0]) * base0 * cf.x),
-           fmaf(acc[i][1], un0, CodeToFloat(code1[a0]) * base0 * cf.y),
-           fmaf(acc[i][2], un1, CodeToFloat(code0[a1]) * base1 * cf.x),
-           fmaf(acc[i][3], un1, CodeToFloat(code1[a1]) * base1 * cf.y));
+    for (int i4 = 0; i4 < kTiles; i4 += 4) {
+      uint32_t words[4];
+      const int nt4 = half * kTiles + i4;
+      LoadMatrixX4Trans(words, code_row + 8 * nt4 * kCodePitch);
+#pragma unroll
+      for (int i = i4; i < i4 + 4; ++i) {
+        const int nt = half * kTiles + i;
+        const float2 cf = *reinterpret_cast<const float2*>(sh.col_scale + fr.Col(nt));
+        const uint32_t biased = words[i - i4] ^ 0x80808080u;
+        emit(nt, fmaf(acc[i][0], un.x, CodeToFloat<0>(biased) * base.x * cf.x),
+             fmaf(acc[i][1], un.x, CodeToFloat<2>(biased) * base.x * cf.y),
+             fmaf(acc[i][2], un.y, CodeToFloat<1>(biased) * base.y * cf.x),
+             fmaf(acc[i][3], un.y, CodeToFloat<3>(biased) * base.y * cf.y));
+      }
     }
   }
 }
@@ -678,14 +711,6 @@ __device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
 //   Z = S^T Qk: the accumulators transposed by movmatrix are A fragments of S^T; each warp's
 //     partial sum over its rows (one scale for the warp) meets the others in shared memory.
 
-// 8 x 8 transpose of b16 elements across the warp, in the fragment layout (row lane / 4,
-// columns 2 (lane % 4) and 2 (lane % 4) + 1 in each thread's word).
-__device__ __forceinline__ uint32_t Transpose8x8(uint32_t x) {
-  uint32_t y;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
-}
-
 // (x0, x1) as fp16 pairs hi and lo with x = hi + lo to 22 significant bits (|x| < 2^15).
 __device__ __forceinline__ void SplitPair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
   const __half2 h = __floats2half2_rn(x0, x1);
@@ -701,7 +726,7 @@ constexpr float kFactorUnscale = 1.0f / 16384.0f;
 // B fragments (hi b0, hi b1, lo b0, lo b1) of Omega [j][h] for k-tile kk = 0..7, one uint4 per
 // lane, built once per CTA: they depend on nothing but r. They sit in the tail of the state's
 // area, which the refit uses only for the fold's operands and the fit's partial sums.
-constexpr int kFoldAreaBytes = 3 * kD * (8 * kMaxFoldTiles + 4) * 4;
+constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRank);
 constexpr int kPartialBytes = kThreads / 32 * kMaxRank * kD * 4;
 static_assert(kPartialBytes <= kFoldAreaBytes, "the fit's partial sums fit in the fold's area");
 static_assert(kFoldAreaBytes + 8 * 32 * 16 <= sizeof(Shared::S), "Omega's fragments fit after it");
@@ -780,7 +805,14 @@ __device__ __forceinline__ void ColumnProductPartial(Shared& sh, const float s[k
                                                      const FragmentRows& fr, float row_max) {
   const int e = SplitExponent(GroupMax<32>(row_max));
   const float scale = PowerOfTwo(e);
-  const uint4 b = FactorFragments(sh.kf, r, fr, 16 * fr.warp);
+  // B fragment of Qk over the warp's rows in fragment order: k = 2 tig, 2 tig + 1 (b0) and
+  // 2 tig + 8, 2 tig + 9 (b1) are the state's rows 16 w + 4 tig + {0, 2} and {1, 3}.
+  uint4 b = {0u, 0u, 0u, 0u};
+  if (fr.gid < r) {
+    const float4 q = *reinterpret_cast<const float4*>(&sh.kf[fr.gid][16 * fr.warp + 4 * fr.tig]);
+    SplitPair(q.x * kFactorScale, q.z * kFactorScale, b.x, b.z);
+    SplitPair(q.y * kFactorScale, q.w * kFactorScale, b.y, b.w);
+  }
   const float un = PowerOfTwo(-e) * kFactorUnscale;
   float (*zp)[kD] = ZPartial(sh)[fr.warp];
 #pragma unroll
@@ -937,8 +969,8 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     }
   }
   __syncthreads();
-  // Column scales, and their dividers once per column (the reconstruction's row_base and
-  // col_scale arrays are free by now).
+  // Column scales, and their dividers (times 127) once per column (the reconstruction's row_base
+  // and col_scale arrays are free by now).
   float* col_pre = sh.row_base;
   float* col_inv = sh.col_scale;
   if (t < kD) {
@@ -946,23 +978,29 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     reinterpret_cast<float*>(region + rv.col_scale)[t] = m;
     const Divider div(m);
     col_pre[t] = div.pre;
-    col_inv[t] = div.inv;
+    col_inv[t] = 127.0f * div.inv;
     sh.col_max[t] = 0;  // cleared for the next head (the kernel clears it before the first)
   }
   __syncthreads();
-  // Codes, staged in shared memory as [j][a] and written out with 16-byte stores.
+  // Codes, staged in shared memory as [j][a] and written out with 16-byte stores. A code is
+  // rne(127 t / s_v), from the FFMA of (t pre) and 127 / (s_v pre) with 1.5 * 2^23: the low byte
+  // of the sum's bits is the code. No clamp: |t| <= s_v (the column maximum of these very t),
+  // so the product is below 127 (1 + 2^-22) and rounds to at most 127 (the reference clamps to
+  // +-127 and never needs to). The thread's four codes of n-tile nt form one word of the
+  // [j][a] layout transposed (FragmentRows); movmatrix hands lane (gid, tig) the codes of keys
+  // 16 w + 4 tig .. + 3 of column 8 nt + gid.
 #pragma unroll
   for (int nt = 0; nt < kD / 8; ++nt) {
     const int j = fr.Col(nt);
     const float2 pre = *reinterpret_cast<const float2*>(col_pre + j);
     const float2 inv = *reinterpret_cast<const float2*>(col_inv + j);
-    auto code = [](float x, float p, float i) {
-      return static_cast<int8_t>(RoundToNearestEven(fminf(fmaxf(127.0f * ((x * p) * i), -127.0f), 127.0f)));
-    };
-    sh.codes[j * kCodePitch + fr.a0] = code(s[nt][0], pre.x, inv.x);
-    sh.codes[(j + 1) * kCodePitch + fr.a0] = code(s[nt][1], pre.y, inv.y);
-    sh.codes[j * kCodePitch + fr.a1] = code(s[nt][2], pre.x, inv.x);
-    sh.codes[(j + 1) * kCodePitch + fr.a1] = code(s[nt][3], pre.y, inv.y);
+    auto biased = [](float x, float p, float i) { return __float_as_uint(__fmaf_rn(x * p, i, 12582912.0f)); };
+    const uint32_t c00 = biased(s[nt][0], pre.x, inv.x), c01 = biased(s[nt][1], pre.y, inv.y);
+    const uint32_t c10 = biased(s[nt][2], pre.x, inv.x), c11 = biased(s[nt][3], pre.y, inv.y);
+    // Bytes (a0, j), (a1, j), (a0, j + 1), (a1, j + 1).
+    const uint32_t word = __byte_perm(__byte_perm(c00, c10, 0x0040), __byte_perm(c01, c11, 0x0040), 0x5410);
+    *reinterpret_cast<uint32_t*>(sh.codes + (8 * nt + fr.gid) * kCodePitch + 16 * fr.warp + 4 * fr.tig) =
+        Transpose8x8(word);
   }
   __syncthreads();
   for (int c = t; c < kD * kD / 16; c += kThreads) {
@@ -1071,7 +1109,8 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
     return;
   }
   // Straight from the fold's accumulators: per store instruction a warp writes 8 rows x 32
-  // bytes ([K,V]) or 4 columns x 8 consecutive keys ([V,K]), whole 32-byte sectors either way.
+  // bytes ([K,V]) or one column's 16 consecutive keys ([V,K], the thread's rows a0 and a1 = a0 + 1
+  // as one pair), whole 32-byte sectors either way.
   const bool kv = a.kv_layout != 0;
   const FragmentRows fr;
   Reconstruct<2>(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
@@ -1080,10 +1119,8 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
       StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
       StorePairFromFloat(out, fr.a1 * kD + j, s10, s11);
     } else {
-      StoreFromFloat(out, j * kD + fr.a0, s00);
-      StoreFromFloat(out, (j + 1) * kD + fr.a0, s01);
-      StoreFromFloat(out, j * kD + fr.a1, s10);
-      StoreFromFloat(out, (j + 1) * kD + fr.a1, s11);
+      StorePairFromFloat(out, j * kD + fr.a0, s00, s10);
+      StorePairFromFloat(out, (j + 1) * kD + fr.a0, s01, s11);
     }
   });
 }

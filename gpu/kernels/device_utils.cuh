@@ -24,6 +24,13 @@ __device__ __forceinline__ void StorePairFromFloat(__nv_bfloat16* p, int i, floa
   *reinterpret_cast<__nv_bfloat162*>(p + i) = __floats2bfloat162_rn(x0, x1);
 }
 
+// x, with its value hidden from the optimizer: what is computed from the result is computed
+// where it is used, never hoisted out of a loop as an invariant.
+__device__ __forceinline__ int Opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 struct AddOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
 };

@@ -57,18 +57,16 @@ struct Shared {
   float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
   __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
-  // Dynamic tail, sized by the pool's p at launch (SharedBytes): the raw records (k, u
-  // halves; G_rec; w) while reconstructing, Omega [j][h] while fitting (the records are
-  // consumed by then).
+  // Dynamic tail, sized by the pool's p and r at launch (SharedBytes): one head's staged reads
+  // (StageLayout) in the refit, Omega [j][h] in the encode.
   __align__(16) float rec[1];
 };
 
 // Shared memory of one decode CTA: what the reconstruction reads and nothing of the fit or the
 // dense state, so three CTAs fit on an SM at p = 16 (Shared, with the state's 66 KB area, allows
-// two). The dynamic tail holds the fold's operands, sized for n + r <= p + r, then the raw
-// records.
+// two). The dynamic tail holds the fold's operands, sized for n + r <= p + r, then the staged
+// reads (StageLayout).
 struct DecodeShared {
-  float kf[kMaxRank][kD];    // the compensators, staged
   float col_scale[kD];       // s_v / q
   float row_base[kD];        // s_k[a] exp(G[a])
   float fold_unscale[kD];    // 2^-e_a
@@ -76,11 +74,22 @@ struct DecodeShared {
   __align__(16) float rec[1];
 };
 
-// Raw record staging: k [p][kD] halves, G_rec [p][gate], w [p] floats (the records' u go
-// straight into the fold's B operand).
-__host__ __device__ constexpr int RecordStageBytes(int p, int gate) {
-  return p * kD * 2 + RoundUp16(p * gate * 4) + RoundUp16(p * 4);
-}
+// One head's reads staged for the reconstruction (StageReads), at offsets set by the pool's p,
+// r and gate width: the records' k halves [p][kD], their log-gates G_rec [p][gate] and weights
+// w [p], the compensators [r][kD + kD] halves, the payload's column and row scales [kD] each and
+// the window's log-gate G [gate]. The records' u go straight into the fold's B operand, the
+// codes into their own staging area.
+struct StageLayout {
+  int rec_g, rec_w, comp, col_scale, row_scale, G, bytes;
+  __host__ __device__ constexpr StageLayout(int p, int r, int gate)
+      : rec_g(p * kD * 2),
+        rec_w(rec_g + RoundUp16(p * gate * 4)),
+        comp(rec_w + RoundUp16(p * 4)),
+        col_scale(comp + r * kD * 4),
+        row_scale(col_scale + kD * 4),
+        G(row_scale + kD * 4),
+        bytes(G + RoundUp16(gate * 4)) {}
+};
 // The fold's operands for k_total = n + r (FoldArea): A hi and A lo, kD rows of 8 words (fp16
 // pairs) per k-tile of 16 plus 2 (a pitch of 2 mod 16, as A's fragment rows are 2 apart), then
 // B as 16 rows per k-tile of kD halves at a pitch of kBRowBytes.
@@ -90,16 +99,16 @@ __host__ __device__ constexpr int FoldAPitch(int ktiles) { return 8 * ktiles + 2
 __host__ __device__ constexpr int FoldWords(int k_total) {
   return 2 * kD * FoldAPitch(FoldTiles(k_total)) + 16 * FoldTiles(k_total) * kBRowBytes / 4;
 }
-// At p = 16, r = 4: 63,552 bytes for KDA, 55,424 for GDN (three CTAs per SM).
+// At p = 16, r = 4: 63,040 bytes for KDA, 54,416 for GDN (three CTAs per SM).
 size_t DecodeSharedBytes(int p, int r, int gate) {
-  return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) + RecordStageBytes(p, gate);
+  return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) + StageLayout(p, r, gate).bytes;
 }
 
 // Two CTAs must fit in an SM's 228 KB (with the static part and the 1 KB the driver reserves
-// per CTA): at p = 16 this is 107,072 bytes for KDA, 98,944 for GDN.
-size_t SharedBytes(int p, int gate) {
+// per CTA): at p = 16, r = 4 this is 110,656 bytes for KDA, 102,032 for GDN.
+size_t SharedBytes(int p, int r, int gate) {
   return offsetof(Shared, rec) +
-         std::max<size_t>(RecordStageBytes(p, gate), sizeof(float) * kD * kMaxRank);
+         std::max<size_t>(StageLayout(p, r, gate).bytes, sizeof(float) * kD * kMaxRank);
 }
 __device__ __forceinline__ float* Omega(Shared& sh) { return sh.rec; }
 // The fit's matrix-vector half sums [kMaxRank][kD] live in the code staging area, which holds
@@ -268,20 +277,40 @@ struct FoldOperands {
 };
 
 constexpr int kMaxFoldTiles = (kMaxWindow + kMaxRank + 15) / 16;
+// A's area for k_total up to cap (hi and lo), in bytes: B's rows start after it.
+__host__ __device__ constexpr int FoldABytes(int cap) { return 2 * kD * FoldAPitch(FoldTiles(cap)) * 4; }
 
-// Where each layout keeps the fold's operands and the raw records: the refit and the encode in
-// the state's area and the tail; the decode in its tail, operands first.
+// Where each layout keeps the fold's operands and the staged reads (StageReads; the codes go to
+// the code array of either): the refit in the state's area (A, then B's rows after the largest
+// A) and the tail; the decode in its tail, operands first.
+__device__ __forceinline__ unsigned char* StateBytes(Shared& sh) { return reinterpret_cast<unsigned char*>(sh.S); }
 __device__ __forceinline__ uint32_t* FoldBase(Shared& sh, const RegionView&) {
   return reinterpret_cast<uint32_t*>(sh.S);
 }
-__device__ __forceinline__ unsigned char* RecordStage(Shared& sh, const RegionView&) {
+__device__ __forceinline__ unsigned char* FoldBRows(Shared& sh, const RegionView&) {
+  return StateBytes(sh) + FoldABytes(kMaxWindow + kMaxRank);
+}
+__device__ __forceinline__ unsigned char* Staged(Shared& sh, const RegionView&) {
   return reinterpret_cast<unsigned char*>(sh.rec);
 }
 __device__ __forceinline__ uint32_t* FoldBase(DecodeShared& sh, const RegionView&) {
   return reinterpret_cast<uint32_t*>(sh.rec);
 }
-__device__ __forceinline__ unsigned char* RecordStage(DecodeShared& sh, const RegionView& rv) {
+__device__ __forceinline__ unsigned char* FoldBRows(DecodeShared& sh, const RegionView& rv) {
+  return reinterpret_cast<unsigned char*>(sh.rec) + FoldABytes(rv.p + rv.r);
+}
+__device__ __forceinline__ unsigned char* Staged(DecodeShared& sh, const RegionView& rv) {
   return reinterpret_cast<unsigned char*>(sh.rec + FoldWords(rv.p + rv.r));
+}
+
+// The refit's state area after the fold's operands holds Omega's B fragments (hi b0, hi b1,
+// lo b0, lo b1 for k-tile kk = 0..7, one uint4 per lane, built once per CTA: they depend on
+// nothing but r); the fit's partial sums and value pairs overlay the operands.
+constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRank);
+constexpr int kPartialBytes = kThreads / 32 * kMaxRank * kD * 4;
+static_assert(kFoldAreaBytes + 8 * 32 * 16 <= sizeof(Shared::S), "Omega's fragments fit after the operands");
+__device__ __forceinline__ uint4* OmegaFragments(Shared& sh) {
+  return reinterpret_cast<uint4*>(StateBytes(sh) + kFoldAreaBytes);
 }
 
 template <typename Sh>
@@ -289,10 +318,11 @@ __device__ __forceinline__ FoldOperands FoldArea(Sh& sh, const RegionView& rv, i
   const int ktiles = FoldTiles(k_total);
   const int a_pitch = FoldAPitch(ktiles);
   uint32_t* base = FoldBase(sh, rv);
-  return {base, base + kD * a_pitch, reinterpret_cast<unsigned char*>(base + 2 * kD * a_pitch), a_pitch, ktiles};
+  return {base, base + kD * a_pitch, FoldBRows(sh, rv), a_pitch, ktiles};
 }
 static_assert(sizeof(float) * FoldWords(kMaxWindow + kMaxRank) <= sizeof(Shared::S),
               "the fold's operands fit in the state's area");
+static_assert(FoldABytes(kMaxWindow + kMaxRank) % 16 == 0, "B's rows start 16-byte aligned");
 
 __device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -313,7 +343,54 @@ struct FragmentRows {
   __device__ int Col(int nt) const { return 8 * nt + 2 * tig; }
 };
 
-// S[a][j] from the region's payload and open window (n records, log-gate G):
+// Issues every global read of the reconstruction of a region with n records as asynchronous
+// copies, in two groups: the records, compensators, scales and log-gate (the fold's operands
+// are built from them first), then the codes (needed only by the epilogue, so they stay in
+// flight while the operands are built and multiplied). The records' u and the compensators'
+// value halves land as B's rows 0 .. n + r - 1, as stored; B's padding rows are zeroed here.
+template <typename Sh>
+__device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const RegionView& rv, int n) {
+  // Opaque: computed from n and t here, not hoisted out of the refit's loop over heads into
+  // registers held across the fit (hoisted, the staging's addresses made the refit spill).
+  n = Opaque(n);
+  const int t = Opaque(static_cast<int>(threadIdx.x)), r = rv.r;
+  const StageLayout st(rv.p, r, rv.gate);
+  unsigned char* staged = Staged(sh, rv);
+  BlockCopyAsync(staged, region + rv.rec_k, n * kD * 2);
+  BlockCopyAsync(staged + st.rec_g, region + rv.rec_g, n * rv.gate * 4);
+  BlockCopyAsync(staged + st.rec_w, region + rv.rec_w, n * 4);
+  BlockCopyAsync(staged + st.comp, region + rv.comp, r * kD * 4);
+  BlockCopyAsync(staged + st.col_scale, region + rv.col_scale, kD * 4);
+  if (rv.smoothing) BlockCopyAsync(staged + st.row_scale, region + rv.row_scale, kD * 4);
+  BlockCopyAsync(staged + st.G, region + rv.window + 16, rv.gate * 4);
+  {
+    // Not unrolled: unrolled, these loops made the refit spill.
+    unsigned char* b = FoldBRows(sh, rv);
+    constexpr int kRowChunks = kD * 2 / 16;  // 16-byte pieces of a B row
+    const int piece = 16 * (t % kRowChunks);
+#pragma unroll 1
+    for (int k = t / kRowChunks; k < n; k += kThreads / kRowChunks) {
+      CopyAsync16(b + k * kBRowBytes + piece, region + rv.rec_u + k * kD * 2 + piece);
+    }
+#pragma unroll 1
+    for (int k = t / kRowChunks; k < r; k += kThreads / kRowChunks) {
+      CopyAsync16(b + (n + k) * kBRowBytes + piece, region + rv.comp + k * kD * 4 + kD * 2 + piece);
+    }
+#pragma unroll 1
+    for (int k = n + r + t / kRowChunks; k < 16 * FoldTiles(n + r); k += kThreads / kRowChunks) {
+      *reinterpret_cast<uint4*>(b + k * kBRowBytes + piece) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  CopyAsyncCommit();
+  for (int c = t; c < kD * kD / 16; c += kThreads) {
+    CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
+  }
+  CopyAsyncCommit();
+}
+
+// FoldStaged: S[a][j] from the region's payload and open window (n records, log-gate G), read
+// from what StageReads staged (the caller's barrier must follow StageReads, and no other
+// cp.async group may be in flight):
 //   S = exp(G[a]) (code * s_k[a] * s_v[j] / q + sum_h K~_h[a] U~_h[j]) + sum_rec ka[rec][a] u[rec][j]
 // with ka = w * exp(G[a] - G_rec[a]) * k_rec[a]. The compensator and record sums are one
 // product F = A B on tensor cores (mma.sync m16n8k16, fp16 operands, fp32 accumulation):
@@ -327,64 +404,28 @@ struct FragmentRows {
 // S leaves in the accumulators' layout (FragmentRows), 8 columns at a time as soon as they are
 // final, through emit(nt, S[a0][j], S[a0][j + 1], S[a1][j], S[a1][j + 1]) with j = Col(nt): the
 // refit keeps them in registers and fits and quantizes S there, the decode writes them to global
-// memory without a shared-memory round trip. The fold's operand area (FoldBase) and the record
-// staging are free on return; the codes staging, row_base, fold_unscale and col_scale are free
-// once every warp has returned. With kHalves = 2 the product runs over the columns in two
+// memory without a shared-memory round trip. The fold's operand area (FoldBase, FoldBRows) and
+// the staged reads are free once every warp has returned; so are the staged codes, row_base,
+// fold_unscale and col_scale. With kHalves = 2 the product runs over the columns in two
 // halves, one after the other, so only 32 accumulators per thread are live (the decode's
 // register budget for three CTAs per SM); emit still sees every column once, in order.
 template <int kHalves, typename Sh, typename Emit>
-__device__ __forceinline__ void Reconstruct(Sh& sh, const uint8_t* region, const RegionView& rv,
-                                            bool kda, Emit emit) {
-  const int t = threadIdx.x;
-  const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
-  const int r = rv.r;
-  // Every global read is an asynchronous copy issued up front, in two groups: the records and
-  // compensators (the fold's operands are built from them first), then the codes (needed only
-  // by the epilogue, so they stay in flight while the operands are built and multiplied).
-  // Compensators (fp16 [r][kD + kD]) are staged in the key-factor area, free until the fit; the
-  // records' u and the compensators' value halves are B's rows 0 .. n + r - 1 as stored.
+__device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, bool kda, Emit emit) {
+  n = Opaque(n);  // as in StageReads
+  const int t = Opaque(static_cast<int>(threadIdx.x)), r = rv.r;
+  const StageLayout st(rv.p, r, rv.gate);
+  const unsigned char* staged = Staged(sh, rv);
   const FoldOperands f = FoldArea(sh, rv, n + r);
-  unsigned char* raw = RecordStage(sh, rv);
-  const int k_bytes = n * kD * 2, g_bytes = n * rv.gate * 4;
-  BlockCopyAsync(raw, region + rv.rec_k, k_bytes);
-  BlockCopyAsync(raw + k_bytes, region + rv.rec_g, g_bytes);
-  BlockCopyAsync(raw + k_bytes + RoundUp16(g_bytes), region + rv.rec_w, n * 4);
-  static_assert(sizeof(sh.kf) >= kMaxRank * 2 * kD * 2, "compensators fit in the key-factor area");
-  BlockCopyAsync(&sh.kf[0][0], region + rv.comp, r * 2 * kD * 2);
-  {
-    // Not unrolled: unrolled, these loops made the refit spill.
-    constexpr int kRowChunks = kD * 2 / 16;  // 16-byte pieces of a B row
-    const int piece = 16 * (t % kRowChunks);
-#pragma unroll 1
-    for (int k = t / kRowChunks; k < n; k += kThreads / kRowChunks) {
-      CopyAsync16(f.b + k * kBRowBytes + piece, region + rv.rec_u + k * kD * 2 + piece);
-    }
-#pragma unroll 1
-    for (int k = t / kRowChunks; k < r; k += kThreads / kRowChunks) {
-      CopyAsync16(f.b + (n + k) * kBRowBytes + piece, region + rv.comp + k * kD * 4 + kD * 2 + piece);
-    }
-#pragma unroll 1
-    for (int k = n + r + t / kRowChunks; k < 16 * f.ktiles; k += kThreads / kRowChunks) {
-      *reinterpret_cast<uint4*>(f.b + k * kBRowBytes + piece) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-  CopyAsyncCommit();
-  for (int c = t; c < kD * kD / 16; c += kThreads) {
-    CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
-  }
-  CopyAsyncCommit();
-  if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(region + rv.col_scale)[t] / 127.0f;
-  const float* G = reinterpret_cast<const float*>(region + rv.window + 16);
+  const __half* rec_k = reinterpret_cast<const __half*>(staged);
+  const float* rec_g = reinterpret_cast<const float*>(staged + st.rec_g);
+  const float* rec_w = reinterpret_cast<const float*>(staged + st.rec_w);
+  const __half* comp = reinterpret_cast<const __half*>(staged + st.comp);
   const int a = t / 2, par = t % 2;  // thread pair (2a, 2a + 1) builds row a of A
-  const float g_a = G[kda ? a : 0];
-  const float row_scale =
-      rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[a] : 1.0f;
-  const __half* rec_k = reinterpret_cast<const __half*>(raw);
-  const float* rec_g = reinterpret_cast<const float*>(raw + k_bytes);
-  const float* rec_w = reinterpret_cast<const float*>(raw + k_bytes + RoundUp16(g_bytes));
-  const __half* comp = reinterpret_cast<const __half*>(&sh.kf[0][0]);
   CopyAsyncWaitGroup<1>();
   __syncthreads();
+  if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(staged + st.col_scale)[t] / 127.0f;
+  const float g_a = reinterpret_cast<const float*>(staged + st.G)[kda ? a : 0];
+  const float row_scale = rv.smoothing ? reinterpret_cast<const float*>(staged + st.row_scale)[a] : 1.0f;
   const int pairs = 4 * f.ktiles * 2;  // k pairs per row, padding included
   {
     // A: the thread pair owns row a, the even and the odd k pairs.
@@ -723,16 +764,6 @@ __device__ __forceinline__ void SplitPair(float x0, float x1, uint32_t& hi, uint
 constexpr float kFactorScale = 16384.0f;
 constexpr float kFactorUnscale = 1.0f / 16384.0f;
 
-// B fragments (hi b0, hi b1, lo b0, lo b1) of Omega [j][h] for k-tile kk = 0..7, one uint4 per
-// lane, built once per CTA: they depend on nothing but r. They sit in the tail of the state's
-// area, which the refit uses only for the fold's operands and the fit's partial sums.
-constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRank);
-constexpr int kPartialBytes = kThreads / 32 * kMaxRank * kD * 4;
-static_assert(kPartialBytes <= kFoldAreaBytes, "the fit's partial sums fit in the fold's area");
-static_assert(kFoldAreaBytes + 8 * 32 * 16 <= sizeof(Shared::S), "Omega's fragments fit after it");
-__device__ __forceinline__ uint4* OmegaFragments(Shared& sh) {
-  return reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sh.S) + kFoldAreaBytes);
-}
 __device__ __forceinline__ float (*ZPartial(Shared& sh))[kMaxRank][kD] {
   return reinterpret_cast<float (*)[kMaxRank][kD]>(sh.S);
 }
@@ -847,10 +878,10 @@ __device__ __forceinline__ void ColumnProductPartial(Shared& sh, const float s[k
 
 // The value pairs sit in the fold's area after the fit's partial sums (free by then).
 __device__ __forceinline__ __half* ValuePairs(Shared& sh) {
-  return reinterpret_cast<__half*>(reinterpret_cast<unsigned char*>(sh.S) + kPartialBytes);
+  return reinterpret_cast<__half*>(StateBytes(sh) + kPartialBytes);
 }
 static_assert(kPartialBytes + kMaxRank / 2 * kValuePairPitch * 4 <= kFoldAreaBytes,
-              "the value pairs fit in the fold's area");
+              "the partial sums and value pairs fit in the fold's area");
 
 // E = S - sum_h K~_h U~_h^T in place. The factors are fp16 values, so one m16n8k16 mma per
 // 8 columns (k = h, zero past r) forms the compensator sum from exact products in fp32; it can
@@ -1061,12 +1092,15 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
     const int count = s_count;
     for (int i = 0; i < count; ++i) {
       uint8_t* region = region_of(s_due[i]);
+      // A due head's window holds p records (n >= p is due, and a window never holds more), so
+      // every read is issued at once, without waiting for the record count.
+      StageReads(sh, region, a.rv, a.rv.p);
       float s[kD / 8][4];
-      Reconstruct<1>(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+      FoldStaged<1>(sh, a.rv, a.rv.p, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
         s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
       });
       FitAndEncodeFragments(sh, s, region, a.rv);
-      __syncthreads();  // the next item's staging overwrites what this one read last
+      __syncthreads();  // the next head's staging overwrites what this one read last
     }
   }
 }
@@ -1113,7 +1147,10 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
   // as one pair), whole 32-byte sectors either way.
   const bool kv = a.kv_layout != 0;
   const FragmentRows fr;
-  Reconstruct<2>(sh, region, a.rv, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+  // The staging holds p records; a window never holds more.
+  const int n = min(*reinterpret_cast<const int32_t*>(region + a.rv.window), a.rv.p);
+  StageReads(sh, region, a.rv, n);
+  FoldStaged<2>(sh, a.rv, n, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
     const int j = fr.Col(nt);
     if (kv) {
       StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
@@ -1139,9 +1176,9 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
   return OncePerDevice([] {
     return CudaStatus(
       [] {
-        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kD));
+        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kMaxRank, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kMaxRank, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kMaxRank, kD));
         const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
@@ -1170,7 +1207,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
                layout.spec.kind == StateKind::kKda};
   // One CTA per resident slot (two per SM), never more than there are heads.
   const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
-  RefitKernel<<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
+  RefitKernel<<<grid, kThreads, SharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }
@@ -1184,9 +1221,9 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
   if (p.dtype == DType::kBf16) {
-    EncodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
+    EncodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
   } else {
-    EncodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p, layout.gate), stream>>>(a);
+    EncodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

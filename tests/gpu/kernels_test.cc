@@ -260,7 +260,9 @@ INSTANTIATE_TEST_SUITE_P(
 struct WindowCase {
   StateKind kind;
   DType dtype;
-  bool all_due;  // every head starts one record short of the boundary
+  bool all_due;    // every head starts one record short of the boundary
+  int heads = 4;   // 96: more due heads than the refit has CTAs (two per SM), so CTAs refit
+                   // two or three in turn, each staged over what the previous one left
 };
 
 class WindowStepTest : public ::testing::TestWithParam<WindowCase> {};
@@ -306,7 +308,7 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  const int batch = 7, heads = 4, num_slots = 12;
+  const int batch = 7, heads = c.heads, num_slots = 12;
   const BlobSpec spec = BlobSpec::Leap(c.kind, 8);
   auto layout = MakePoolLayout(spec, num_slots, heads);
   ASSERT_TRUE(layout.ok());
@@ -392,7 +394,9 @@ INSTANTIATE_TEST_SUITE_P(All, WindowStepTest,
                          ::testing::Values(WindowCase{StateKind::kGdn, DType::kBf16, false},
                                            WindowCase{StateKind::kGdn, DType::kFp32, true},
                                            WindowCase{StateKind::kKda, DType::kBf16, false},
-                                           WindowCase{StateKind::kKda, DType::kFp32, true}));
+                                           WindowCase{StateKind::kKda, DType::kFp32, true},
+                                           WindowCase{StateKind::kGdn, DType::kBf16, true, 96},
+                                           WindowCase{StateKind::kKda, DType::kBf16, true, 96}));
 
 // A window that is full (n = p) and was not refitted before the next step is a caller bug: the
 // step must leave every byte of the head's region as it was and write NaN to its output, so

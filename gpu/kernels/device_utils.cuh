@@ -16,6 +16,15 @@ __device__ __forceinline__ void StoreFromFloat(float* p, int i, float x) { p[i] 
 __device__ __forceinline__ void StoreFromFloat(__nv_bfloat16* p, int i, float x) {
   p[i] = __float2bfloat16_rn(x);
 }
+// x0, x1 = p[i], p[i + 1] as one load (i even, p aligned to the pair).
+__device__ __forceinline__ void LoadPairAsFloat(const float* p, int i, float& x0, float& x1) {
+  const float2 v = *reinterpret_cast<const float2*>(p + i);
+  x0 = v.x, x1 = v.y;
+}
+__device__ __forceinline__ void LoadPairAsFloat(const __nv_bfloat16* p, int i, float& x0, float& x1) {
+  const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p + i));
+  x0 = v.x, x1 = v.y;
+}
 // p[i], p[i + 1] = x0, x1 as one store (i even, p aligned to the pair).
 __device__ __forceinline__ void StorePairFromFloat(float* p, int i, float x0, float x1) {
   *reinterpret_cast<float2*>(p + i) = make_float2(x0, x1);

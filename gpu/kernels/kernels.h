@@ -58,8 +58,8 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
                    cudaStream_t stream);
 
 // Dense states <-> pool regions. `states` is [batch][num_heads][dk][dv] (kKV) or
-// [batch][num_heads][dv][dk] (kVK) in `dtype`. Encode writes a fresh boundary (n = 0, G = 0);
-// decode writes the state the region represents, open window included.
+// [batch][num_heads][dv][dk] (kVK) in `dtype`, aligned to two elements. Encode writes a fresh
+// boundary (n = 0, G = 0); decode writes the state the region represents, open window included.
 struct DenseParams {
   int batch = 0;
   const int32_t* slot = nullptr;  // [batch]

@@ -1,28 +1,27 @@
 // Boundary refit, encode and decode of window-format pool regions (FORMAT.md sections 4-5;
 // CPU reference: reference::Encode, reference::Dequantize, WindowState's reconstruct).
 //
-// One CTA of 256 threads per (request, head). The refit and the decode hold the dense fp32 state
-// in the fold's mma accumulators (warp w: rows 16 w .. 16 w + 15); the encode holds it in shared
-// memory as S[a][j] with a row pitch of 129 floats, so both a row walk (thread per key row a) and
-// a column walk (thread per value column j) are free of bank conflicts. Only compressed data
-// crosses HBM: a refit reads the payload and p records and writes the new payload.
+// One CTA of 256 threads per (request, head). Every kernel holds the dense fp32 state in the
+// layout of the fold's mma accumulators (warp w: rows 16 w .. 16 w + 15, FragmentRows): the
+// refit and the decode reconstruct it there, the encode loads it there. Only compressed data
+// crosses HBM in a refit: it reads the payload and p records and writes the new payload.
 //   Reconstruct: S = diag(exp(G)) B + sum_j w_j diag(exp(G - G_j)) k_j u_j^T, the records and
 //                compensators folded on tensor cores as one [dk x (n + r)] x [(n + r) x dv]
 //                product, the codes' term added in the epilogue. The refit keeps the result
 //                in the mma accumulators; the decode writes it to global memory from them,
 //                half the columns at a time, in a shared-memory layout of its own
 //                (DecodeShared) that fits three CTAs per SM.
-//   Encode:      Y = S Omega, Qk = orth(Y), Z = S^T Qk, Qv = orth(Z), K = S Qv (one warp runs
-//                each modified Gram-Schmidt, twice), balanced fp16 pairs, residual, row
-//                smoothing, column scales, round-to-nearest-even codes. The refit runs the
-//                same steps on the accumulators (FitAndEncodeFragments), the three products on
-//                tensor cores; the encode kernel runs them on the shared-memory state
-//                (EncodeInto).
+//   Fit and quantization (FitAndEncodeFragments, the refit's and the encode's): Y = S Omega,
+//                Qk = orth(Y), Z = S^T Qk, Qv = orth(Z), K = S Qv (the products on tensor
+//                cores; one warp runs each modified Gram-Schmidt, twice), balanced fp16 pairs,
+//                residual, row smoothing, column scales, round-to-nearest-even codes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "gpu/half.h"
 #include "gpu/reference/compensators.h"
@@ -38,18 +37,31 @@ namespace {
 
 constexpr int kD = kKernelDim;
 constexpr int kThreads = 256;
-constexpr int kPitch = kD + 1;
 // Code rows are 128 bytes; staged at a 144-byte pitch (16-byte aligned for cp.async) so the
 // 16 rows a warp touches at once spread over 8 banks instead of one.
 constexpr int kCodePitch = kD + 16;
 constexpr float kScaleFloor = 1.40129846432481707e-45f;  // 2^-149, as reference/codec.h
 constexpr float kDependentRatio = 1.0f / 65536.0f;      // as reference/compensators.h
 
-// Shared memory of one CTA.
+// The fold's operands for k_total = n + r (FoldArea): A hi and A lo, kD rows of 8 words (fp16
+// pairs) per k-tile of 16 plus 2 (a pitch of 2 mod 16, as A's fragment rows are 2 apart), then
+// B as 16 rows per k-tile of kD halves at a pitch of kBRowBytes.
+constexpr int kBRowBytes = 2 * kD + 16;
+__host__ __device__ constexpr int FoldTiles(int k_total) { return (k_total + 15) / 16; }
+__host__ __device__ constexpr int FoldAPitch(int ktiles) { return 8 * ktiles + 2; }
+__host__ __device__ constexpr int FoldWords(int k_total) {
+  return 2 * kD * FoldAPitch(FoldTiles(k_total)) + 16 * FoldTiles(k_total) * kBRowBytes / 4;
+}
+
+// The refit's and the encode's work area: the fold's operands (refit), then the fit's partial
+// sums and the residual's value pairs over them; Omega's B fragments after them.
+constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRank);
+constexpr int kOmegaFragmentBytes = 8 * 32 * 16;
+constexpr int kWorkBytes = kFoldAreaBytes + kOmegaFragmentBytes;
+
+// Shared memory of one refit or encode CTA.
 struct Shared {
-  // Encode: the dense state S[a][j]. Refit and decode: the fold's operands; then (refit) the
-  // fit's partial sums and the residual's value pairs, with Omega's fragments in the tail.
-  float S[kD * kPitch];
+  __align__(16) unsigned char work[kWorkBytes];
   float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
   float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
   float col_scale[kD];       // s_v / q while reconstructing, s_v while encoding
@@ -57,14 +69,13 @@ struct Shared {
   float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
   __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
-  // Dynamic tail, sized by the pool's p and r at launch (SharedBytes): one head's staged reads
-  // (StageLayout) in the refit, Omega [j][h] in the encode.
+  // Dynamic tail of the refit, sized by the pool's p and r at launch (RefitSharedBytes): one
+  // head's staged reads (StageLayout).
   __align__(16) float rec[1];
 };
 
-// Shared memory of one decode CTA: what the reconstruction reads and nothing of the fit or the
-// dense state, so three CTAs fit on an SM at p = 16 (Shared, with the state's 66 KB area, allows
-// two). The dynamic tail holds the fold's operands, sized for n + r <= p + r, then the staged
+// Shared memory of one decode CTA: what the reconstruction reads and nothing of the fit, so
+// three CTAs fit on an SM at p = 16 (the refit's registers allow two). The dynamic tail holds the fold's operands, sized for n + r <= p + r, then the staged
 // reads (StageLayout).
 struct DecodeShared {
   float col_scale[kD];       // s_v / q
@@ -90,33 +101,15 @@ struct StageLayout {
         G(row_scale + kD * 4),
         bytes(G + RoundUp16(gate * 4)) {}
 };
-// The fold's operands for k_total = n + r (FoldArea): A hi and A lo, kD rows of 8 words (fp16
-// pairs) per k-tile of 16 plus 2 (a pitch of 2 mod 16, as A's fragment rows are 2 apart), then
-// B as 16 rows per k-tile of kD halves at a pitch of kBRowBytes.
-constexpr int kBRowBytes = 2 * kD + 16;
-__host__ __device__ constexpr int FoldTiles(int k_total) { return (k_total + 15) / 16; }
-__host__ __device__ constexpr int FoldAPitch(int ktiles) { return 8 * ktiles + 2; }
-__host__ __device__ constexpr int FoldWords(int k_total) {
-  return 2 * kD * FoldAPitch(FoldTiles(k_total)) + 16 * FoldTiles(k_total) * kBRowBytes / 4;
-}
 // At p = 16, r = 4: 63,040 bytes for KDA, 54,416 for GDN (three CTAs per SM).
 size_t DecodeSharedBytes(int p, int r, int gate) {
   return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) + StageLayout(p, r, gate).bytes;
 }
 
-// Two CTAs must fit in an SM's 228 KB (with the static part and the 1 KB the driver reserves
-// per CTA): at p = 16, r = 4 this is 110,656 bytes for KDA, 102,032 for GDN.
-size_t SharedBytes(int p, int r, int gate) {
-  return offsetof(Shared, rec) +
-         std::max<size_t>(StageLayout(p, r, gate).bytes, sizeof(float) * kD * kMaxRank);
-}
-__device__ __forceinline__ float* Omega(Shared& sh) { return sh.rec; }
-// The fit's matrix-vector half sums [kMaxRank][kD] live in the code staging area, which holds
-// nothing between the reconstruction and the new codes.
-__device__ __forceinline__ float (*Partial(Shared& sh))[kD] {
-  static_assert(sizeof(float) * kMaxRank * kD <= sizeof(Shared::codes), "partial sums fit");
-  return reinterpret_cast<float (*)[kD]>(sh.codes);
-}
+// At p = 16, r = 4: 88,384 bytes for KDA, 79,760 for GDN (two CTAs per SM, as the registers
+// allow). The encode needs no tail.
+size_t RefitSharedBytes(int p, int r, int gate) { return offsetof(Shared, rec) + StageLayout(p, r, gate).bytes; }
+size_t EncodeSharedBytes() { return offsetof(Shared, rec); }
 
 // Modified Gram-Schmidt, twice, on the r columns X[c][0..kD) (one warp; lane owns 4 entries).
 // Column c is projected against q_0..q_{c-1} (first pass), again against q_0..q_{c-1} (second
@@ -225,33 +218,6 @@ __device__ __noinline__ void Orthonormalize(float (*X)[kD], int r, int lane) {
   }
 }
 
-// Each thread owns 64 elements of S: rows ta + 16 x and columns tj + 16 y (x, y < 8), with
-// ta = t / 16, tj = t % 16. Strided rather than contiguous: with the row pitch of 129 floats a
-// warp's accesses to one (x, y) then span 17 banks (at most 2-way conflicts), where contiguous
-// 8 x 8 tiles start on multiples of 8 and hit only 4 banks.
-__device__ __forceinline__ int TileRow() { return threadIdx.x / 16; }
-__device__ __forceinline__ int TileCol() { return threadIdx.x % 16; }
-
-__device__ __forceinline__ void Load8Strided(const float* p, float v[8]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = p[16 * i];
-}
-
-
-// acc[x][y] += sum_h K~_h[a0 + 16 x] U~_h[j0 + 16 y], h in order (the reference's order).
-__device__ __forceinline__ void AddCompensators(const Shared& sh, int r, int a0, int j0, float acc[8][8]) {
-  for (int h = 0; h < r; ++h) {
-    float kv[8], vv[8];
-    Load8Strided(sh.kf[h] + a0, kv);
-    Load8Strided(sh.vf[h] + j0, vv);
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-#pragma unroll
-      for (int y = 0; y < 8; ++y) acc[x][y] = fmaf(kv[x], vv[y], acc[x][y]);
-    }
-  }
-}
-
 // Byte kByte of a word of four int8 codes, as a float, exactly, without the quarter-rate I2F:
 // `biased` is the word with each byte biased by 128 (word ^ 0x80808080, one LOP3 for four
 // codes); one PRMT makes the biased byte the low mantissa byte of 2^23, one FADD removes
@@ -283,12 +249,11 @@ __host__ __device__ constexpr int FoldABytes(int cap) { return 2 * kD * FoldAPit
 // Where each layout keeps the fold's operands and the staged reads (StageReads; the codes go to
 // the code array of either): the refit in the state's area (A, then B's rows after the largest
 // A) and the tail; the decode in its tail, operands first.
-__device__ __forceinline__ unsigned char* StateBytes(Shared& sh) { return reinterpret_cast<unsigned char*>(sh.S); }
 __device__ __forceinline__ uint32_t* FoldBase(Shared& sh, const RegionView&) {
-  return reinterpret_cast<uint32_t*>(sh.S);
+  return reinterpret_cast<uint32_t*>(sh.work);
 }
 __device__ __forceinline__ unsigned char* FoldBRows(Shared& sh, const RegionView&) {
-  return StateBytes(sh) + FoldABytes(kMaxWindow + kMaxRank);
+  return sh.work + FoldABytes(kMaxWindow + kMaxRank);
 }
 __device__ __forceinline__ unsigned char* Staged(Shared& sh, const RegionView&) {
   return reinterpret_cast<unsigned char*>(sh.rec);
@@ -303,15 +268,12 @@ __device__ __forceinline__ unsigned char* Staged(DecodeShared& sh, const RegionV
   return reinterpret_cast<unsigned char*>(sh.rec + FoldWords(rv.p + rv.r));
 }
 
-// The refit's state area after the fold's operands holds Omega's B fragments (hi b0, hi b1,
-// lo b0, lo b1 for k-tile kk = 0..7, one uint4 per lane, built once per CTA: they depend on
-// nothing but r); the fit's partial sums and value pairs overlay the operands.
-constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRank);
-constexpr int kPartialBytes = kThreads / 32 * kMaxRank * kD * 4;
-static_assert(kFoldAreaBytes + 8 * 32 * 16 <= sizeof(Shared::S), "Omega's fragments fit after the operands");
+// Omega's B fragments (hi b0, hi b1, lo b0, lo b1 for k-tile kk = 0..7, one uint4 per lane,
+// built once per CTA: they depend on nothing but r) after the fold's operands.
 __device__ __forceinline__ uint4* OmegaFragments(Shared& sh) {
-  return reinterpret_cast<uint4*>(StateBytes(sh) + kFoldAreaBytes);
+  return reinterpret_cast<uint4*>(sh.work + kFoldAreaBytes);
 }
+constexpr int kPartialBytes = kThreads / 32 * kMaxRank * kD * 4;
 
 template <typename Sh>
 __device__ __forceinline__ FoldOperands FoldArea(Sh& sh, const RegionView& rv, int k_total) {
@@ -320,8 +282,6 @@ __device__ __forceinline__ FoldOperands FoldArea(Sh& sh, const RegionView& rv, i
   uint32_t* base = FoldBase(sh, rv);
   return {base, base + kD * a_pitch, FoldBRows(sh, rv), a_pitch, ktiles};
 }
-static_assert(sizeof(float) * FoldWords(kMaxWindow + kMaxRank) <= sizeof(Shared::S),
-              "the fold's operands fit in the state's area");
 static_assert(FoldABytes(kMaxWindow + kMaxRank) % 16 == 0, "B's rows start 16-byte aligned");
 
 __device__ __forceinline__ uint32_t Half2Bits(__half2 h) {
@@ -529,59 +489,6 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
   }
 }
 
-// out[h][row] = sum over the other index of S times in[.][h] (h < r), two threads per row.
-// by_row: out[h][a] = sum_j S[a][j] in[j][h] (in given as [j][kMaxRank] when in_jh, else [h][j]);
-// otherwise out[h][j] = sum_a S[a][j] in[h][a].
-// Thread t takes row t % 128 and half t / 128 of the sum: a warp's 32 lanes then read 32
-// consecutive rows (row walk, pitch 129) or columns of one S row, and one broadcast `in` value,
-// all free of bank conflicts (two lanes per row hit the same bank at two addresses); the two
-// halves meet in `partial` as first half + second half.
-template <bool kByRow, bool kInJH, int kR>
-__device__ void MatVec(const Shared& sh, const float* in, float (*out)[kD], float (*partial)[kD], int r) {
-  const int t = threadIdx.x, row = t % kD, half = t / kD;
-  float acc[kR] = {};
-#pragma unroll 4
-  for (int i = half * (kD / 2); i < (half + 1) * (kD / 2); ++i) {
-    const float s = kByRow ? sh.S[row * kPitch + i] : sh.S[i * kPitch + row];
-    if (kInJH && kR == 4) {
-      const float4 x = *reinterpret_cast<const float4*>(in + i * kMaxRank);  // one broadcast
-      acc[0] = fmaf(s, x.x, acc[0]);
-      acc[1] = fmaf(s, x.y, acc[1]);
-      acc[2] = fmaf(s, x.z, acc[2]);
-      acc[3] = fmaf(s, x.w, acc[3]);
-    } else {
-#pragma unroll
-      for (int h = 0; h < kR; ++h) {
-        if (h < r) acc[h] = fmaf(s, kInJH ? in[i * kMaxRank + h] : in[h * kD + i], acc[h]);
-      }
-    }
-  }
-  if (half == 1) {
-#pragma unroll
-    for (int h = 0; h < kR; ++h) {
-      if (h < r) partial[h][row] = acc[h];
-    }
-  }
-  __syncthreads();
-  if (half == 0) {
-#pragma unroll
-    for (int h = 0; h < kR; ++h) {
-      if (h < r) out[h][row] = acc[h] + partial[h][row];
-    }
-  }
-}
-
-// The default rank (4) gets its own instantiation: predicated-off lanes of the generic one
-// still cost issue slots.
-template <bool kByRow, bool kInJH>
-__device__ void MatVecAnyRank(Shared& sh, const float* in, float (*out)[kD], int r) {
-  if (r == 4) {
-    MatVec<kByRow, kInJH, 4>(sh, in, out, Partial(sh), 4);
-  } else {
-    MatVec<kByRow, kInJH, kMaxRank>(sh, in, out, Partial(sh), r);
-  }
-}
-
 // Row pitch (32-bit words) of the compensator value pairs: 8 mod 32, so the fragment loads of a
 // warp (rows tig, columns 8 nt + gid) fall on 32 different banks.
 constexpr int kValuePairPitch = kD + 8;
@@ -598,12 +505,6 @@ struct Divider {
         inv(1.0f / (scale * pre)) {}
   __device__ float operator()(float x) const { return (x * pre) * inv; }
 };
-
-// rne(x) for |x| <= 2^22 by the 1.5 * 2^23 magic add (the FADD rounds to nearest even in the
-// FP32 pipe; one integer subtract recovers the value), instead of the quarter-rate F2I.
-__device__ __forceinline__ int RoundToNearestEven(float x) {
-  return __float_as_int(x + 12582912.0f) - 0x4B400000;
-}
 
 // Balances each fitted pair (K_h in sh.kf, Qv_h in sh.vf) by 2^floor(log2(||K_h||) / 2), rounds
 // it to fp16 (zero if not finite), stores it in the region and leaves the stored values in
@@ -648,100 +549,6 @@ __device__ void StoreBalancedCompensators(Shared& sh, uint8_t* region, const Reg
   }
 }
 
-// Encodes S (destroyed) into the region's payload and resets the window (n = 0, G = 0).
-__device__ void EncodeInto(Shared& sh, uint8_t* region, const RegionView& rv) {
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  const int r = rv.r;
-  const int a0 = TileRow(), j0 = TileCol();
-  if (r > 0) {
-    float* om = Omega(sh);  // [j][kMaxRank]
-    for (int i = t; i < kD * kMaxRank; i += kThreads) {
-      om[i] = reference::CompensatorStart(i / kMaxRank, i % kMaxRank);
-    }
-    __syncthreads();
-    MatVecAnyRank<true, true>(sh, om, sh.kf, r);  // Y = S Omega
-    __syncthreads();
-    if (warp == 0) Orthonormalize(sh.kf, r, lane);
-    __syncthreads();
-    MatVecAnyRank<false, false>(sh, &sh.kf[0][0], sh.vf, r);  // Z = S^T Qk
-    __syncthreads();
-    if (warp == 0) Orthonormalize(sh.vf, r, lane);
-    __syncthreads();
-    MatVecAnyRank<true, false>(sh, &sh.vf[0][0], sh.kf, r);  // K = S Qv
-    __syncthreads();
-    StoreBalancedCompensators(sh, region, rv);
-    __syncthreads();
-  }
-  // Residual against the fp16 factors, E = S - sum_h K~_h U~_h^T, in this thread's tile: the
-  // compensator sum first (as the reference), then one subtraction per element.
-  float e[8][8] = {};
-  AddCompensators(sh, r, a0, j0, e);
-#pragma unroll
-  for (int x = 0; x < 8; ++x) {
-#pragma unroll
-    for (int y = 0; y < 8; ++y) e[x][y] = sh.S[(a0 + 16 * x) * kPitch + j0 + 16 * y] - e[x][y];
-  }
-  // Row smoothing scale: 16 threads share a row block; partial sums of |E| over the tile's
-  // columns, combined across those 16 lanes.
-  if (t < kD) sh.col_max[t] = 0;
-  float sk[8];
-#pragma unroll
-  for (int x = 0; x < 8; ++x) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int y = 0; y < 8; ++y) sum += fabsf(e[x][y]);
-    sum = GroupSum<16>(sum);
-    sk[x] = rv.smoothing ? fmaxf(sqrtf(sum / static_cast<float>(kD)), kScaleFloor) : 1.0f;
-  }
-  if (rv.smoothing && (t % 16) == 0) {
-#pragma unroll
-    for (int x = 0; x < 8; ++x) reinterpret_cast<float*>(region + rv.row_scale)[a0 + 16 * x] = sk[x];
-  }
-  __syncthreads();  // col_max cleared
-  // t = E / s_k, then the column maxima (non-negative floats order like their bit patterns).
-#pragma unroll
-  for (int x = 0; x < 8; ++x) {
-    const Divider div_k(sk[x]);
-#pragma unroll
-    for (int y = 0; y < 8; ++y) e[x][y] = div_k(e[x][y]);
-  }
-#pragma unroll
-  for (int y = 0; y < 8; ++y) {
-    float m = 0.0f;
-#pragma unroll
-    for (int x = 0; x < 8; ++x) m = fmaxf(m, fabsf(e[x][y]));
-    atomicMax(&sh.col_max[j0 + 16 * y], __float_as_int(m));
-  }
-  __syncthreads();
-  if (t < kD) {
-    const float m = fmaxf(__int_as_float(sh.col_max[t]), kScaleFloor);
-    reinterpret_cast<float*>(region + rv.col_scale)[t] = m;
-    sh.col_scale[t] = m;
-  }
-  __syncthreads();
-  // Codes, staged in shared memory as [j][a] and written out with 16-byte stores.
-  {
-    float sv[8];
-    Load8Strided(sh.col_scale + j0, sv);
-#pragma unroll
-    for (int y = 0; y < 8; ++y) {
-      const Divider div_v(sv[y]);
-#pragma unroll
-      for (int x = 0; x < 8; ++x) {
-        const int c = RoundToNearestEven(fminf(fmaxf(127.0f * div_v(e[x][y]), -127.0f), 127.0f));
-        sh.codes[(j0 + 16 * y) * kCodePitch + a0 + 16 * x] = static_cast<int8_t>(c);
-      }
-    }
-  }
-  __syncthreads();
-  for (int c = t; c < kD * kD / 16; c += kThreads) {
-    reinterpret_cast<uint4*>(region + rv.codes)[c] =
-        *reinterpret_cast<const uint4*>(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16);
-  }
-  if (t < rv.gate) reinterpret_cast<float*>(region + rv.window + 16)[t] = 0.0f;
-  if (t == 0) *reinterpret_cast<int32_t*>(region + rv.window) = 0;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The refit's fit and quantization, run on the state as the fold leaves it in the accumulators
 // (FragmentRows): no shared-memory copy of S. The fit's three products run on tensor cores with
@@ -765,7 +572,7 @@ constexpr float kFactorScale = 16384.0f;
 constexpr float kFactorUnscale = 1.0f / 16384.0f;
 
 __device__ __forceinline__ float (*ZPartial(Shared& sh))[kMaxRank][kD] {
-  return reinterpret_cast<float (*)[kMaxRank][kD]>(sh.S);
+  return reinterpret_cast<float (*)[kMaxRank][kD]>(sh.work);
 }
 
 __device__ void BuildOmegaFragments(Shared& sh, int r) {
@@ -878,7 +685,7 @@ __device__ __forceinline__ void ColumnProductPartial(Shared& sh, const float s[k
 
 // The value pairs sit in the fold's area after the fit's partial sums (free by then).
 __device__ __forceinline__ __half* ValuePairs(Shared& sh) {
-  return reinterpret_cast<__half*>(StateBytes(sh) + kPartialBytes);
+  return reinterpret_cast<__half*>(sh.work + kPartialBytes);
 }
 static_assert(kPartialBytes + kMaxRank / 2 * kValuePairPitch * 4 <= kFoldAreaBytes,
               "the partial sums and value pairs fit in the fold's area");
@@ -922,7 +729,8 @@ __device__ __forceinline__ void ColumnMaxScatter(float v[32], int lane) {
 }
 
 // Refits the region's state, reconstructed into s (destroyed), and resets the window.
-// REQUIRES: sh.col_max all zero and the Omega fragments built (RefitKernel does both).
+// REQUIRES: sh.col_max all zero and the Omega fragments built (the refit and encode kernels do
+// both).
 __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* region,
                                       const RegionView& rv) {
   const int t = threadIdx.x;
@@ -1112,23 +920,27 @@ __global__ void __launch_bounds__(kThreads, 2) EncodeKernel(RegionArgs a) {
   int slot;
   uint8_t* region = RegionOf(a, &slot);
   if (region == nullptr) return;
+  // The state straight into the accumulator layout, fitted and quantized there as the refit
+  // does after its fold. Per load instruction a warp reads 8 rows x 32 bytes ([K,V]) or 4
+  // columns x 16 consecutive keys ([V,K], the thread's rows a0 and a1 = a0 + 1 as one pair).
   const T* in = static_cast<const T*>(a.states) + static_cast<size_t>(blockIdx.x) * kD * kD;
-  // All 64 loads of a thread are issued before the first shared-memory store.
-  constexpr int kPer = kD * kD / kThreads;
-  float x[kPer];
+  const FragmentRows fr;
+  float s[kD / 8][4];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) x[i] = LoadAsFloat(in, threadIdx.x + i * kThreads);
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * kThreads, hi = idx / kD, lo = idx % kD;
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    const int j = fr.Col(nt);
     if (a.kv_layout) {
-      sh.S[hi * kPitch + lo] = x[i];  // input [a][j]
+      LoadPairAsFloat(in, fr.a0 * kD + j, s[nt][0], s[nt][1]);
+      LoadPairAsFloat(in, fr.a1 * kD + j, s[nt][2], s[nt][3]);
     } else {
-      sh.S[lo * kPitch + hi] = x[i];  // input [j][a]
+      LoadPairAsFloat(in, j * kD + fr.a0, s[nt][0], s[nt][2]);
+      LoadPairAsFloat(in, (j + 1) * kD + fr.a0, s[nt][1], s[nt][3]);
     }
   }
+  if (a.rv.r > 0) BuildOmegaFragments(sh, a.rv.r);
+  if (threadIdx.x < kD) sh.col_max[threadIdx.x] = 0;
   __syncthreads();
-  EncodeInto(sh, region, a.rv);
+  FitAndEncodeFragments(sh, s, region, a.rv);
 }
 
 template <typename T>
@@ -1176,9 +988,9 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
   return OncePerDevice([] {
     return CudaStatus(
       [] {
-        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kMaxRank, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kMaxRank, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes(kMaxWindow, kMaxRank, kD));
+        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, RefitSharedBytes(kMaxWindow, kMaxRank, kD));
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, EncodeSharedBytes());
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, EncodeSharedBytes());
         const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
@@ -1194,6 +1006,12 @@ Status ValidateDense(const DenseParams& p) {
   if (p.layout != Orientation::kKV && p.layout != Orientation::kVK) {
     return InvalidArgumentError("layout must be kv or vk");
   }
+  // The kernels move states two elements at a time.
+  const size_t pair_bytes = p.dtype == DType::kFp32 ? 8 : 4;
+  if (reinterpret_cast<uintptr_t>(p.states) % pair_bytes != 0) {
+    return InvalidArgumentError("states must be aligned to two elements (" + std::to_string(pair_bytes) +
+                                " bytes)");
+  }
   return OkStatus();
 }
 
@@ -1207,7 +1025,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
                layout.spec.kind == StateKind::kKda};
   // One CTA per resident slot (two per SM), never more than there are heads.
   const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
-  RefitKernel<<<grid, kThreads, SharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
+  RefitKernel<<<grid, kThreads, RefitSharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }
@@ -1221,9 +1039,9 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
   if (p.dtype == DType::kBf16) {
-    EncodeKernel<__nv_bfloat16><<<grid, kThreads, SharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
+    EncodeKernel<__nv_bfloat16><<<grid, kThreads, EncodeSharedBytes(), stream>>>(a);
   } else {
-    EncodeKernel<float><<<grid, kThreads, SharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
+    EncodeKernel<float><<<grid, kThreads, EncodeSharedBytes(), stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

@@ -663,6 +663,14 @@ TEST(LaunchChecks, RejectBadArguments) {
   EXPECT_NE(s.message().find("dk = dv = 128"), std::string::npos) << s.message();
   s = WindowRefit(*layout, nullptr, 0, pool.get() + 1, nullptr);
   EXPECT_NE(s.message().find("aligned"), std::string::npos) << s.message();
+  DeviceBuffer<int32_t> slot(std::vector<int32_t>{0});
+  DeviceBuffer<float> dense(std::vector<float>(2 * kD * kD + 1, 1.0f));
+  const DenseParams misaligned{1, slot.get(), dense.get() + 1, DType::kFp32, Orientation::kKV};
+  s = WindowEncode(*layout, misaligned, pool.get(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
+  s = WindowDecode(*layout, misaligned, pool.get(), nullptr);
+  EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
 }
 
 }  // namespace

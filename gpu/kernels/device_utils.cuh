@@ -21,7 +21,8 @@ __device__ __forceinline__ void LoadPairAsFloat(const float* p, int i, float& x0
   const float2 v = *reinterpret_cast<const float2*>(p + i);
   x0 = v.x, x1 = v.y;
 }
-__device__ __forceinline__ void LoadPairAsFloat(const __nv_bfloat16* p, int i, float& x0, float& x1) {
+__device__ __forceinline__ void LoadPairAsFloat(const __nv_bfloat16* p, int i, float& x0,
+                                                float& x1) {
   const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p + i));
   x0 = v.x, x1 = v.y;
 }

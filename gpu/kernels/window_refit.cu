@@ -64,8 +64,8 @@ struct Shared {
   __align__(16) unsigned char work[kWorkBytes];
   float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
   float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
-  float col_scale[kD];       // s_v / q while reconstructing, s_v while encoding
-  float row_base[kD];        // s_k[a] exp(G[a]): the codes' row factor while reconstructing
+  float col_scale[kD];       // s_v / q while reconstructing, 127 / (s_v pre) while quantizing
+  float row_base[kD];        // s_k[a] exp(G[a]) while reconstructing, pre while quantizing
   float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
   __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
@@ -75,8 +75,8 @@ struct Shared {
 };
 
 // Shared memory of one decode CTA: what the reconstruction reads and nothing of the fit, so
-// three CTAs fit on an SM at p = 16 (the refit's registers allow two). The dynamic tail holds the fold's operands, sized for n + r <= p + r, then the staged
-// reads (StageLayout).
+// three CTAs fit on an SM at p = 16 (the refit's registers allow two). The dynamic tail holds
+// the fold's operands, sized for n + r <= p + r, then the staged reads (StageLayout).
 struct DecodeShared {
   float col_scale[kD];       // s_v / q
   float row_base[kD];        // s_k[a] exp(G[a])
@@ -103,12 +103,15 @@ struct StageLayout {
 };
 // At p = 16, r = 4: 63,040 bytes for KDA, 54,416 for GDN (three CTAs per SM).
 size_t DecodeSharedBytes(int p, int r, int gate) {
-  return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) + StageLayout(p, r, gate).bytes;
+  return offsetof(DecodeShared, rec) + sizeof(uint32_t) * FoldWords(p + r) +
+         StageLayout(p, r, gate).bytes;
 }
 
 // At p = 16, r = 4: 88,384 bytes for KDA, 79,760 for GDN (two CTAs per SM, as the registers
 // allow). The encode needs no tail.
-size_t RefitSharedBytes(int p, int r, int gate) { return offsetof(Shared, rec) + StageLayout(p, r, gate).bytes; }
+size_t RefitSharedBytes(int p, int r, int gate) {
+  return offsetof(Shared, rec) + StageLayout(p, r, gate).bytes;
+}
 size_t EncodeSharedBytes() { return offsetof(Shared, rec); }
 
 // Modified Gram-Schmidt, twice, on the r columns X[c][0..kD) (one warp; lane owns 4 entries).
@@ -227,8 +230,8 @@ __device__ __forceinline__ float CodeToFloat(uint32_t biased) {
   return __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650 + kByte)) - 8388736.0f;
 }
 
-// The fold's operands in the state's area (which holds nothing else until the fold's epilogue
-// writes S). k counts the n records and then the r compensators, padded with zeros to whole mma
+// The fold's operands (the refit's work area, the decode's tail; free once the fold's mma
+// loop is done). k counts the n records and then the r compensators, padded with zeros to whole mma
 // k-tiles of 16. A hi and lo: fp16 pairs in 32-bit words as [a][k], k contiguous, at a row pitch
 // (words) of 2 mod 16, so the 8 rows x 4 words a fragment load touches (rows 2 apart,
 // FragmentRows) fall on 32 different banks. B: fp16 as [k][j], the records' u and the
@@ -244,11 +247,13 @@ struct FoldOperands {
 
 constexpr int kMaxFoldTiles = (kMaxWindow + kMaxRank + 15) / 16;
 // A's area for k_total up to cap (hi and lo), in bytes: B's rows start after it.
-__host__ __device__ constexpr int FoldABytes(int cap) { return 2 * kD * FoldAPitch(FoldTiles(cap)) * 4; }
+__host__ __device__ constexpr int FoldABytes(int cap) {
+  return 2 * kD * FoldAPitch(FoldTiles(cap)) * 4;
+}
 
 // Where each layout keeps the fold's operands and the staged reads (StageReads; the codes go to
-// the code array of either): the refit in the state's area (A, then B's rows after the largest
-// A) and the tail; the decode in its tail, operands first.
+// the code array of either): the refit in its work area (A, then B's rows after the largest A)
+// and the tail; the decode in its tail, operands first.
 __device__ __forceinline__ uint32_t* FoldBase(Shared& sh, const RegionView&) {
   return reinterpret_cast<uint32_t*>(sh.work);
 }
@@ -309,7 +314,8 @@ struct FragmentRows {
 // flight while the operands are built and multiplied). The records' u and the compensators'
 // value halves land as B's rows 0 .. n + r - 1, as stored; B's padding rows are zeroed here.
 template <typename Sh>
-__device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const RegionView& rv, int n) {
+__device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const RegionView& rv,
+                                           int n) {
   // Opaque: computed from n and t here, not hoisted out of the refit's loop over heads into
   // registers held across the fit (hoisted, the staging's addresses made the refit spill).
   n = Opaque(n);
@@ -370,7 +376,8 @@ __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const 
 // halves, one after the other, so only 32 accumulators per thread are live (the decode's
 // register budget for three CTAs per SM); emit still sees every column once, in order.
 template <int kHalves, typename Sh, typename Emit>
-__device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, bool kda, Emit emit) {
+__device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, bool kda,
+                                           Emit emit) {
   n = Opaque(n);  // as in StageReads
   const int t = Opaque(static_cast<int>(threadIdx.x)), r = rv.r;
   const StageLayout st(rv.p, r, rv.gate);
@@ -385,7 +392,8 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
   __syncthreads();
   if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(staged + st.col_scale)[t] / 127.0f;
   const float g_a = reinterpret_cast<const float*>(staged + st.G)[kda ? a : 0];
-  const float row_scale = rv.smoothing ? reinterpret_cast<const float*>(staged + st.row_scale)[a] : 1.0f;
+  const float row_scale =
+      rv.smoothing ? reinterpret_cast<const float*>(staged + st.row_scale)[a] : 1.0f;
   const int pairs = 4 * f.ktiles * 2;  // k pairs per row, padding included
   {
     // A: the thread pair owns row a, the even and the odd k pairs.
@@ -467,7 +475,8 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
     // time by ldmatrix.trans: matrix i's rows are columns 8 (nt + i) .. + 7 of the code staging
     // ([j][a]), 16 bytes each (the warp's 16 keys), so lane's word i holds the codes
     // (a0, j), (a1, j), (a0, j + 1), (a1, j + 1) of n-tile nt + i.
-    const uint32_t code_row = SharedAddress(sh.codes + (8 * (fr.lane / 8) + fr.lane % 8) * kCodePitch + 16 * fr.warp);
+    const uint32_t code_row =
+        SharedAddress(sh.codes + (8 * (fr.lane / 8) + fr.lane % 8) * kCodePitch + 16 * fr.warp);
     const float2 base = *reinterpret_cast<const float2*>(sh.row_base + a0);
     const float2 un = *reinterpret_cast<const float2*>(sh.fold_unscale + a0);
 #pragma unroll
@@ -833,13 +842,16 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     const int j = fr.Col(nt);
     const float2 pre = *reinterpret_cast<const float2*>(col_pre + j);
     const float2 inv = *reinterpret_cast<const float2*>(col_inv + j);
-    auto biased = [](float x, float p, float i) { return __float_as_uint(__fmaf_rn(x * p, i, 12582912.0f)); };
+    auto biased = [](float x, float p, float i) {
+      return __float_as_uint(__fmaf_rn(x * p, i, 12582912.0f));
+    };
     const uint32_t c00 = biased(s[nt][0], pre.x, inv.x), c01 = biased(s[nt][1], pre.y, inv.y);
     const uint32_t c10 = biased(s[nt][2], pre.x, inv.x), c11 = biased(s[nt][3], pre.y, inv.y);
     // Bytes (a0, j), (a1, j), (a0, j + 1), (a1, j + 1).
-    const uint32_t word = __byte_perm(__byte_perm(c00, c10, 0x0040), __byte_perm(c01, c11, 0x0040), 0x5410);
-    *reinterpret_cast<uint32_t*>(sh.codes + (8 * nt + fr.gid) * kCodePitch + 16 * fr.warp + 4 * fr.tig) =
-        Transpose8x8(word);
+    const uint32_t word =
+        __byte_perm(__byte_perm(c00, c10, 0x0040), __byte_perm(c01, c11, 0x0040), 0x5410);
+    int8_t* dst = sh.codes + (8 * nt + fr.gid) * kCodePitch + 16 * fr.warp + 4 * fr.tig;
+    *reinterpret_cast<uint32_t*>(dst) = Transpose8x8(word);
   }
   __syncthreads();
   for (int c = t; c < kD * kD / 16; c += kThreads) {
@@ -904,9 +916,10 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
       // every read is issued at once, without waiting for the record count.
       StageReads(sh, region, a.rv, a.rv.p);
       float s[kD / 8][4];
-      FoldStaged<1>(sh, a.rv, a.rv.p, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
-        s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
-      });
+      FoldStaged<1>(sh, a.rv, a.rv.p, a.kda,
+                    [&](int nt, float s00, float s01, float s10, float s11) {
+                      s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
+                    });
       FitAndEncodeFragments(sh, s, region, a.rv);
       __syncthreads();  // the next head's staging overwrites what this one read last
     }
@@ -1009,8 +1022,8 @@ Status ValidateDense(const DenseParams& p) {
   // The kernels move states two elements at a time.
   const size_t pair_bytes = p.dtype == DType::kFp32 ? 8 : 4;
   if (reinterpret_cast<uintptr_t>(p.states) % pair_bytes != 0) {
-    return InvalidArgumentError("states must be aligned to two elements (" + std::to_string(pair_bytes) +
-                                " bytes)");
+    return InvalidArgumentError("states must be aligned to two elements (" +
+                                std::to_string(pair_bytes) + " bytes)");
   }
   return OkStatus();
 }
@@ -1025,7 +1038,8 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
                layout.spec.kind == StateKind::kKda};
   // One CTA per resident slot (two per SM), never more than there are heads.
   const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
-  RefitKernel<<<grid, kThreads, RefitSharedBytes(layout.spec.p, layout.spec.r, layout.gate), stream>>>(a);
+  const size_t smem = RefitSharedBytes(layout.spec.p, layout.spec.r, layout.gate);
+  RefitKernel<<<grid, kThreads, smem, stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }

@@ -469,7 +469,8 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
     // Not needed for the data (the epilogue reads nothing the mma loop writes), but it keeps the
     // compiler from hoisting the epilogue's shared loads into the mma loop: without it the decode
     // needed 128 registers instead of 120 and ran 270-275 us instead of 256-262 us (B = 256).
-    __syncthreads();
+    // The refit (one pass) does without it.
+    if (kHalves > 1) __syncthreads();
     // Epilogue: S = code * (s_k exp(G)) * s_v / q + F 2^-e_a, in the accumulators' layout
     // (rows a0 and a1, columns j = 8 nt + 2 tig and j + 1). The codes come four n-tiles at a
     // time by ldmatrix.trans: matrix i's rows are columns 8 (nt + i) .. + 7 of the code staging
@@ -737,6 +738,36 @@ __device__ __forceinline__ void ColumnMaxScatter(float v[32], int lane) {
   }
 }
 
+// Codes, staged in shared memory as [j][a] (written out with 16-byte stores by the caller). A
+// code is rne(127 t / s_v), from the FFMA of (t pre) and 127 / (s_v pre) with 1.5 * 2^23: the
+// low byte of the sum's bits is the code. No clamp: |t| <= s_v (the column maximum of these very
+// t), so the product is below 127 (1 + 2^-22) and rounds to at most 127 (the reference clamps
+// to +-127 and never needs to). The thread's four codes of n-tile nt form one word of the
+// [j][a] layout transposed (FragmentRows); movmatrix hands lane (gid, tig) the codes of keys
+// 16 w + 4 tig .. + 3 of column 8 nt + gid. kPrescaled = false: every column's pre is 1.
+template <bool kPrescaled>
+__device__ __forceinline__ void QuantizeCodes(Shared& sh, const float s[kD / 8][4],
+                                              const FragmentRows& fr, const float* col_pre,
+                                              const float* col_inv) {
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    const int j = fr.Col(nt);
+    const float2 pre =
+        kPrescaled ? *reinterpret_cast<const float2*>(col_pre + j) : make_float2(1.0f, 1.0f);
+    const float2 inv = *reinterpret_cast<const float2*>(col_inv + j);
+    auto biased = [](float x, float p, float i) {
+      return __float_as_uint(__fmaf_rn(kPrescaled ? x * p : x, i, 12582912.0f));
+    };
+    const uint32_t c00 = biased(s[nt][0], pre.x, inv.x), c01 = biased(s[nt][1], pre.y, inv.y);
+    const uint32_t c10 = biased(s[nt][2], pre.x, inv.x), c11 = biased(s[nt][3], pre.y, inv.y);
+    // Bytes (a0, j), (a1, j), (a0, j + 1), (a1, j + 1).
+    const uint32_t word =
+        __byte_perm(__byte_perm(c00, c10, 0x0040), __byte_perm(c01, c11, 0x0040), 0x5410);
+    int8_t* dst = sh.codes + (8 * nt + fr.gid) * kCodePitch + 16 * fr.warp + 4 * fr.tig;
+    *reinterpret_cast<uint32_t*>(dst) = Transpose8x8(word);
+  }
+}
+
 // Refits the region's state, reconstructed into s (destroyed), and resets the window.
 // REQUIRES: sh.col_max all zero and the Omega fragments built (the refit and encode kernels do
 // both).
@@ -800,13 +831,28 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
   // t = E / s_k, then the column maxima (non-negative floats order like their bit patterns).
   {
     const Divider div0(sk0), div1(sk1);
+    // The prescale is 1 unless a row's scale is the floor (a row of subnormal residuals); where
+    // no row of the warp needs it, its multiply (x * 1, exact) is skipped.
+    if (__any_sync(0xffffffffu, div0.pre != 1.0f || div1.pre != 1.0f)) {
+#pragma unroll
+      for (int nt = 0; nt < kD / 8; ++nt) {
+        s[nt][0] = div0(s[nt][0]);
+        s[nt][1] = div0(s[nt][1]);
+        s[nt][2] = div1(s[nt][2]);
+        s[nt][3] = div1(s[nt][3]);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kD / 8; ++nt) {
+        s[nt][0] *= div0.inv;
+        s[nt][1] *= div0.inv;
+        s[nt][2] *= div1.inv;
+        s[nt][3] *= div1.inv;
+      }
+    }
     float v[32];
 #pragma unroll
     for (int nt = 0; nt < kD / 8; ++nt) {
-      s[nt][0] = div0(s[nt][0]);
-      s[nt][1] = div0(s[nt][1]);
-      s[nt][2] = div1(s[nt][2]);
-      s[nt][3] = div1(s[nt][3]);
       v[2 * nt] = fmaxf(fabsf(s[nt][0]), fabsf(s[nt][2]));
       v[2 * nt + 1] = fmaxf(fabsf(s[nt][1]), fabsf(s[nt][3]));
     }
@@ -821,37 +867,22 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
   // and col_scale arrays are free by now).
   float* col_pre = sh.row_base;
   float* col_inv = sh.col_scale;
+  int prescaled = 0;
   if (t < kD) {
     const float m = fmaxf(__int_as_float(sh.col_max[t]), kScaleFloor);
     reinterpret_cast<float*>(region + rv.col_scale)[t] = m;
     const Divider div(m);
     col_pre[t] = div.pre;
     col_inv[t] = 127.0f * div.inv;
+    prescaled = div.pre != 1.0f;
     sh.col_max[t] = 0;  // cleared for the next head (the kernel clears it before the first)
   }
-  __syncthreads();
-  // Codes, staged in shared memory as [j][a] and written out with 16-byte stores. A code is
-  // rne(127 t / s_v), from the FFMA of (t pre) and 127 / (s_v pre) with 1.5 * 2^23: the low byte
-  // of the sum's bits is the code. No clamp: |t| <= s_v (the column maximum of these very t),
-  // so the product is below 127 (1 + 2^-22) and rounds to at most 127 (the reference clamps to
-  // +-127 and never needs to). The thread's four codes of n-tile nt form one word of the
-  // [j][a] layout transposed (FragmentRows); movmatrix hands lane (gid, tig) the codes of keys
-  // 16 w + 4 tig .. + 3 of column 8 nt + gid.
-#pragma unroll
-  for (int nt = 0; nt < kD / 8; ++nt) {
-    const int j = fr.Col(nt);
-    const float2 pre = *reinterpret_cast<const float2*>(col_pre + j);
-    const float2 inv = *reinterpret_cast<const float2*>(col_inv + j);
-    auto biased = [](float x, float p, float i) {
-      return __float_as_uint(__fmaf_rn(x * p, i, 12582912.0f));
-    };
-    const uint32_t c00 = biased(s[nt][0], pre.x, inv.x), c01 = biased(s[nt][1], pre.y, inv.y);
-    const uint32_t c10 = biased(s[nt][2], pre.x, inv.x), c11 = biased(s[nt][3], pre.y, inv.y);
-    // Bytes (a0, j), (a1, j), (a0, j + 1), (a1, j + 1).
-    const uint32_t word =
-        __byte_perm(__byte_perm(c00, c10, 0x0040), __byte_perm(c01, c11, 0x0040), 0x5410);
-    int8_t* dst = sh.codes + (8 * nt + fr.gid) * kCodePitch + 16 * fr.warp + 4 * fr.tig;
-    *reinterpret_cast<uint32_t*>(dst) = Transpose8x8(word);
+  // As for the rows: the prescale's multiply only where a column needs it (rare: a column whose
+  // largest t is subnormal), decided once for the block.
+  if (__syncthreads_or(prescaled)) {
+    QuantizeCodes<true>(sh, s, fr, col_pre, col_inv);
+  } else {
+    QuantizeCodes<false>(sh, s, fr, col_pre, col_inv);
   }
   __syncthreads();
   for (int c = t; c < kD * kD / 16; c += kThreads) {

@@ -49,8 +49,12 @@ constexpr float kDependentRatio = 1.0f / 65536.0f;      // as reference/compensa
 constexpr int kBRowBytes = 2 * kD + 16;
 __host__ __device__ constexpr int FoldTiles(int k_total) { return (k_total + 15) / 16; }
 __host__ __device__ constexpr int FoldAPitch(int ktiles) { return 8 * ktiles + 2; }
+// A's area (hi and lo) for k_total, in bytes: B's rows start after it.
+__host__ __device__ constexpr int FoldABytes(int k_total) {
+  return 2 * kD * FoldAPitch(FoldTiles(k_total)) * 4;
+}
 __host__ __device__ constexpr int FoldWords(int k_total) {
-  return 2 * kD * FoldAPitch(FoldTiles(k_total)) + 16 * FoldTiles(k_total) * kBRowBytes / 4;
+  return (FoldABytes(k_total) + 16 * FoldTiles(k_total) * kBRowBytes) / 4;
 }
 
 // The refit's and the encode's work area: the fold's operands (refit), then the fit's partial
@@ -245,11 +249,7 @@ struct FoldOperands {
   int ktiles;        // k-tiles of 16
 };
 
-constexpr int kMaxFoldTiles = (kMaxWindow + kMaxRank + 15) / 16;
-// A's area for k_total up to cap (hi and lo), in bytes: B's rows start after it.
-__host__ __device__ constexpr int FoldABytes(int cap) {
-  return 2 * kD * FoldAPitch(FoldTiles(cap)) * 4;
-}
+constexpr int kMaxFoldTiles = FoldTiles(kMaxWindow + kMaxRank);
 
 // Where each layout keeps the fold's operands and the staged reads (StageReads; the codes go to
 // the code array of either): the refit in its work area (A, then B's rows after the largest A)

@@ -13,8 +13,9 @@
 //                (DecodeShared) that fits three CTAs per SM.
 //   Fit and quantization (FitAndEncodeFragments, the refit's and the encode's): Y = S Omega,
 //                Qk = orth(Y), Z = S^T Qk, Qv = orth(Z), K = S Qv (the products on tensor
-//                cores; one warp runs each modified Gram-Schmidt, twice), balanced fp16 pairs,
-//                residual, row smoothing, column scales, round-to-nearest-even codes.
+//                cores; orth by CholeskyQR2 over all rows at once, or by the reference's
+//                Gram-Schmidt in one warp where the columns are nearly dependent), balanced fp16
+//                pairs, residual, row smoothing, column scales, round-to-nearest-even codes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -63,6 +64,10 @@ constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRan
 constexpr int kOmegaFragmentBytes = 8 * 32 * 16;
 constexpr int kWorkBytes = kFoldAreaBytes + kOmegaFragmentBytes;
 
+// A warp's partial Gram matrix in OrthonormalizeCholesky: the upper triangle of rank 4, padded
+// to whole float4 loads.
+constexpr int kGramStride = 12;
+
 // Shared memory of one refit or encode CTA.
 struct Shared {
   __align__(16) unsigned char work[kWorkBytes];
@@ -72,6 +77,7 @@ struct Shared {
   float row_base[kD];        // s_k[a] exp(G[a]) while reconstructing, pre while quantizing
   float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
+  __align__(16) float gram[2][kD / 32][kGramStride];  // per pass and warp (CholeskyQR2)
   __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
   // Dynamic tail of the refit, sized by the pool's p and r at launch (RefitSharedBytes): one
   // head's staged reads (StageLayout).
@@ -222,6 +228,113 @@ __device__ __noinline__ void Orthonormalize(float (*X)[kD], int r, int lane) {
     OrthonormalizeRanks<4>(X, 4, lane);
   } else {
     OrthonormalizeAnyRank(X, r, lane);
+  }
+}
+
+// The pivot test of OrthonormalizeCholesky: column c's squared norm after projection on the
+// columns before it must exceed 2^-16 of its squared norm (an angle of at least 2^-8 rad from
+// their span), and each squared norm must lie within [2^-100, 2^100]. Within these bounds the
+// first pass leaves the columns orthogonal to about 2^16 fp32 ulps and the second to a few, as
+// the two Gram-Schmidt passes do; outside them the Gram matrix loses what separates the columns.
+constexpr float kPivotRatio = 1.52587890625e-05f;  // 2^-16
+constexpr float kGramMin = 7.88860905e-31f;        // 2^-100
+constexpr float kGramMax = 1.26765060e+30f;        // 2^100
+
+// Orthonormalizes the kR columns X[c][0..kD) by CholeskyQR2: every row at once (thread a < kD
+// owns row a) instead of one warp walking the columns. Per pass: the Gram matrix X^T X (warp
+// sums, then the four warps' partials), its Cholesky factor R computed by each of those threads
+// alike (the same operations on the same values: the same R and the same decision in each),
+// and X R^-1 by forward substitution in each row. R's diagonal is needed only as 1 / R_cc, one
+// rsqrt of the pivot. Two passes, as Gram-Schmidt runs twice. It spans the same subspace with
+// the same orthonormal basis as modified Gram-Schmidt (a thin QR with a positive diagonal is
+// unique), differing in rounding; where a pivot fails the test above (nearly dependent, zero
+// or badly scaled columns) the columns are left as they were and one warp runs the CPU
+// reference's Gram-Schmidt on them. Three barriers in all, against the Gram-Schmidt's 14
+// dependent warp reductions in a row while seven warps wait.
+template <int kR>
+__device__ __noinline__ void OrthonormalizeCholesky(Shared& sh, float (*X)[kD]) {
+  constexpr int kG = kR * (kR + 1) / 2;
+  static_assert(kG <= kGramStride, "a warp's Gram partial fits its row of sh.gram");
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  auto at = [](int p, int q) { return p * kR - p * (p - 1) / 2 + (q - p); };  // p <= q
+  bool ok = true;
+  float x[kR];
+  if (t < kD) {
+#pragma unroll
+    for (int c = 0; c < kR; ++c) x[c] = X[c][t];
+  }
+#pragma unroll
+  for (int pass = 0; pass < 2; ++pass) {
+    if (t < kD) {
+      float g[kG];
+#pragma unroll
+      for (int p = 0; p < kR; ++p) {
+#pragma unroll
+        for (int q = p; q < kR; ++q) g[at(p, q)] = x[p] * x[q];
+      }
+#pragma unroll
+      for (int i = 0; i < kG; ++i) g[i] = GroupSum<32>(g[i]);
+      if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < kG; ++i) sh.gram[pass][warp][i] = g[i];
+      }
+    }
+    __syncthreads();
+    if (t < kD) {
+      float G[kGramStride], R[kG], inv[kR];
+#pragma unroll
+      for (int i = 0; i < kGramStride; i += 4) {
+        float4 v = *reinterpret_cast<const float4*>(&sh.gram[pass][0][i]);
+#pragma unroll
+        for (int w = 1; w < kD / 32; ++w) {
+          const float4 u = *reinterpret_cast<const float4*>(&sh.gram[pass][w][i]);
+          v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+        }
+        G[i] = v.x, G[i + 1] = v.y, G[i + 2] = v.z, G[i + 3] = v.w;
+      }
+#pragma unroll
+      for (int c = 0; c < kR; ++c) {
+        float d = G[at(c, c)];
+#pragma unroll
+        for (int p = 0; p < c; ++p) d = fmaf(-R[at(p, c)], R[at(p, c)], d);
+        ok = ok && G[at(c, c)] >= kGramMin && G[at(c, c)] <= kGramMax &&
+             d > G[at(c, c)] * kPivotRatio;
+        inv[c] = rsqrtf(fmaxf(d, kGramMin));
+#pragma unroll
+        for (int q = c + 1; q < kR; ++q) {
+          float v = G[at(c, q)];
+#pragma unroll
+          for (int p = 0; p < c; ++p) v = fmaf(-R[at(p, c)], R[at(p, q)], v);
+          R[at(c, q)] = v * inv[c];
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < kR; ++c) {
+        float v = x[c];
+#pragma unroll
+        for (int p = 0; p < c; ++p) v = fmaf(-x[p], R[at(p, c)], v);
+        x[c] = v * inv[c];
+      }
+    }
+  }
+  if (t < kD && ok) {
+#pragma unroll
+    for (int c = 0; c < kR; ++c) X[c][t] = x[c];
+  }
+  if (__syncthreads_or(!ok)) {  // rare: the columns as they were, orthonormalized one by one
+    if (warp == 0) Orthonormalize(X, kR, lane);
+    __syncthreads();
+  }
+}
+
+// The fit's orthonormalization of r factor columns, ending in a barrier: CholeskyQR2 for the
+// default rank, one warp's Gram-Schmidt for the others.
+__device__ __forceinline__ void OrthonormalizeFactors(Shared& sh, float (*X)[kD], int r) {
+  if (r == 4) {
+    OrthonormalizeCholesky<4>(sh, X);
+  } else {
+    if (threadIdx.x < 32) Orthonormalize(X, r, threadIdx.x);
+    __syncthreads();
   }
 }
 
@@ -793,8 +906,7 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     RowProduct(s, scale0, scale1, [&](int kk) { return omega[32 * kk + fr.lane]; }, c);  // Y = S Omega
     StoreRowProduct(fr, c, e0, e1, r, sh.kf);
     __syncthreads();
-    if (fr.warp == 0) Orthonormalize(sh.kf, r, fr.lane);
-    __syncthreads();
+    OrthonormalizeFactors(sh, sh.kf, r);
     ColumnProductPartial(sh, s, r, fr, fmaxf(m0, m1));  // Z = S^T Qk, this warp's rows
     __syncthreads();
     for (int i = t; i < r * kD; i += kThreads) {
@@ -804,8 +916,7 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
       sh.vf[i / kD][i % kD] = z;
     }
     __syncthreads();
-    if (fr.warp == 0) Orthonormalize(sh.vf, r, fr.lane);
-    __syncthreads();
+    OrthonormalizeFactors(sh, sh.vf, r);
     RowProduct(s, scale0, scale1, [&](int kk) { return FactorFragments(sh.vf, r, fr, 16 * kk); }, c);  // K = S Qv
     StoreRowProduct(fr, c, e0, e1, r, sh.kf);
     __syncthreads();

@@ -482,7 +482,8 @@ TEST_P(EncodeDecodeTest, MatchesReferenceCodec) {
   std::vector<float> states_kv(size_t(batch) * heads * kD * kD);  // math orientation, per head
   for (size_t i = 0; i < states_kv.size(); i += kD * kD) {
     std::vector<float> S = RandomState(rng);
-    if (i == 0) {  // a rank-2 head: compensators carry nearly all of it
+    if (i == 0) {  // a rank-2 head: compensators carry nearly all of it (in fp32 the fit's
+                   // CholeskyQR2 finds the third column dependent and falls back to Gram-Schmidt)
       for (int a = 0; a < kD; ++a) {
         for (int j = 0; j < kD; ++j) S[a * kD + j] = std::sin(0.1f * a) * (j % 5) + std::cos(0.3f * j) * (a % 3);
       }
@@ -491,6 +492,10 @@ TEST_P(EncodeDecodeTest, MatchesReferenceCodec) {
                          // scales the floor, and the quantization takes its prescaled paths
       for (int j = 0; j < kD; ++j) S[5 * kD + j] = 0.0f;
       for (int a = 0; a < kD; ++a) S[a * kD + 9] = 0.0f;
+    }
+    if (i == 2 * kD * kD) {  // a state at 2^-60: its Gram matrices fall below the CholeskyQR2
+                             // range, so the fit takes the Gram-Schmidt path here too
+      for (float& x : S) x = std::ldexp(x, -60);
     }
     for (float& x : S) x = c.dtype == DType::kBf16 ? RoundToBf16(x) : x;
     std::copy(S.begin(), S.end(), states_kv.begin() + i);

@@ -117,7 +117,7 @@ size_t DecodeSharedBytes(int p, int r, int gate) {
          StageLayout(p, r, gate).bytes;
 }
 
-// At p = 16, r = 4: 88,384 bytes for KDA, 79,760 for GDN (two CTAs per SM, as the registers
+// At p = 16, r = 4: 88,768 bytes for KDA, 80,144 for GDN (two CTAs per SM, as the registers
 // allow). The encode needs no tail.
 size_t RefitSharedBytes(int p, int r, int gate) {
   return offsetof(Shared, rec) + StageLayout(p, r, gate).bytes;

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "gpu/half.h"
 #include "gpu/reference/compensators.h"
@@ -509,29 +510,48 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
       rv.smoothing ? reinterpret_cast<const float*>(staged + st.row_scale)[a] : 1.0f;
   const int pairs = 4 * f.ktiles * 2;  // k pairs per row, padding included
   {
-    // A: the thread pair owns row a, the even and the odd k pairs.
+    // A: the thread pair owns row a, the even and the odd k pairs. Entry k is a coefficient
+    // times a key value: w_k exp(g_a - G_k) times the record's key for k < n, exp(g_a) times the
+    // compensator's key half for n <= k < n + r, zero past them. GDN's coefficients do not
+    // depend on the row: lane k of each warp computes record k's once (n <= kMaxWindow = 32) and
+    // the others read it by a shuffle, instead of each row's thread evaluating every expf. The
+    // entries are selected, not branched to: every read address is valid either way. KDA's
+    // gates are per key channel, so its build is a second copy with a per-entry expf.
     const float decay = expf(g_a);
-    auto entry = [&](int k) -> float {
-      if (k < n) {
-        const float d = expf(g_a - rec_g[k * rv.gate + (kda ? a : 0)]);
-        return rec_w[k] * d * __half2float(rec_k[k * kD + a]);
-      }
-      return k < n + r ? decay * __half2float(comp[(k - n) * 2 * kD + a]) : 0.0f;
-    };
-    // Each entry once, kept in registers between the row maximum and the split (the thread's
-    // pairs are m = par + 2 i; entries past n + r are the zero padding).
     constexpr int kPairsPerThread = 4 * kMaxFoldTiles;
     float x[kPairsPerThread][2];
     float mx = 0.0f;
+    // Each entry once, kept in registers between the row maximum and the split (the thread's
+    // pairs are m = par + 2 i; entries past n + r are the zero padding). The condition is the
+    // even thread's, the same for the whole CTA, so the shuffles run in converged warps.
+    auto build = [&](auto kda_tag) {
+      constexpr bool kKda = decltype(kda_tag)::value;
+      const int lane = t % 32;
+      const int lane_rec = lane < n ? lane : 0;
+      const float lane_coef = kKda ? 0.0f : rec_w[lane_rec] * expf(g_a - rec_g[lane_rec * rv.gate]);
+      auto entry = [&](int k) -> float {
+        const bool is_rec = k < n;
+        const int kr = is_rec ? k : 0, kc = is_rec ? 0 : max(0, min(k - n, r - 1));
+        const float rec_coef = kKda ? rec_w[kr] * expf(g_a - rec_g[kr * rv.gate + a])
+                                    : __shfl_sync(0xffffffffu, lane_coef, k % 32);
+        const float value = __half2float(is_rec ? rec_k[kr * kD + a] : comp[kc * 2 * kD + a]);
+        return k < n + r ? (is_rec ? rec_coef : decay) * value : 0.0f;
+      };
 #pragma unroll
-    for (int i = 0; i < kPairsPerThread; ++i) {
-      const int m = par + 2 * i;
-      x[i][0] = x[i][1] = 0.0f;
-      if (2 * m < n + r) {
-        x[i][0] = entry(2 * m);
-        x[i][1] = entry(2 * m + 1);
-        mx = fmaxf(mx, fmaxf(fabsf(x[i][0]), fabsf(x[i][1])));
+      for (int i = 0; i < kPairsPerThread; ++i) {
+        const int m = par + 2 * i;
+        x[i][0] = x[i][1] = 0.0f;
+        if (4 * i < n + r) {
+          x[i][0] = entry(2 * m);
+          x[i][1] = entry(2 * m + 1);
+          mx = fmaxf(mx, fmaxf(fabsf(x[i][0]), fabsf(x[i][1])));
+        }
       }
+    };
+    if (kda) {
+      build(std::true_type{});
+    } else {
+      build(std::false_type{});
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     const int e = SplitExponent(mx);

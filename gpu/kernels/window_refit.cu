@@ -696,11 +696,16 @@ __device__ void StoreBalancedCompensators(Shared& sh, uint8_t* region, const Reg
 // The refit's fit and quantization, run on the state as the fold leaves it in the accumulators
 // (FragmentRows): no shared-memory copy of S. The fit's three products run on tensor cores with
 // fp32 operands split into fp16 hi + lo (hi hi + lo hi + hi lo; the dropped lo lo term and the
-// split's 22 bits put the error near 2^-22 of the largest term, a few fp32 roundings):
+// split's 22 bits put the error near 2^-22 of the largest term, a few fp32 roundings). S is
+// split once (SplitS), each row scaled by its own power of two, in place of its fp32 values:
 //   Y = S Omega, K = S Qv: an m16n8k16 accumulator pair is an A fragment of the next product,
-//     so each warp multiplies its own 16 rows, each row scaled by its own power of two;
-//   Z = S^T Qk: the accumulators transposed by movmatrix are A fragments of S^T; each warp's
-//     partial sum over its rows (one scale for the warp) meets the others in shared memory.
+//     so each warp multiplies its own 16 rows;
+//   Z = S^T Qk: the split transposed by movmatrix gives A fragments of S^T, Qk's rows scaled to
+//     match; each warp's partial sum over its rows meets the others in shared memory;
+//   the residual: S rejoined from the split (hi + lo, on tensor cores), so it carries the same
+//     22 bits of each row's largest element as the reconstruction's own fold operands.
+// Splitting once instead of per product saves about 8 of the three products' 13 instructions
+// per element; holding the split instead of S keeps the registers at 64 per thread.
 
 // (x0, x1) as fp16 pairs hi and lo with x = hi + lo to 22 significant bits (|x| < 2^15).
 __device__ __forceinline__ void SplitPair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
@@ -728,20 +733,43 @@ __device__ void BuildOmegaFragments(Shared& sh, int r) {
   OmegaFragments(sh)[t] = f;
 }
 
+// The state split once for the fit's three products (SplitState): for each n-tile nt, word 0
+// holds the fp16 pair of row a0 (columns Col(nt), Col(nt) + 1), word 1 that of row a1, each row
+// scaled by its own power of two 2^e (SplitExponent of the row's maximum).
+struct SplitS {
+  uint32_t hi[kD / 8][2], lo[kD / 8][2];
+};
+
+__device__ __forceinline__ void SplitState(const float s[kD / 8][4], float scale0, float scale1,
+                                           SplitS& x) {
+#pragma unroll
+  for (int nt = 0; nt < kD / 8; ++nt) {
+    SplitPair(s[nt][0] * scale0, s[nt][1] * scale0, x.hi[nt][0], x.lo[nt][0]);
+    SplitPair(s[nt][2] * scale1, s[nt][3] * scale1, x.hi[nt][1], x.lo[nt][1]);
+  }
+}
+
+// The A fragments (hi, lo) of the split's 16 x 16 block kk of the warp's rows: n-tiles 2 kk and
+// 2 kk + 1 of rows a0 and a1.
+__device__ __forceinline__ void SplitFragments(const SplitS& x, int kk, uint32_t hi[4],
+                                               uint32_t lo[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    hi[i] = x.hi[2 * kk + i / 2][i % 2];
+    lo[i] = x.lo[2 * kk + i / 2][i % 2];
+  }
+}
+
 // c = sum over j of S[a][j] X[j][h] for the warp's rows a (C fragment: rows a0 / a1, columns
-// h = 2 tig, 2 tig + 1), X's B fragments from b_frag(kk) = (hi b0, hi b1, lo b0, lo b1), S rows
-// scaled by scale0 / scale1. Two accumulators keep each dependent mma chain shorter.
+// h = 2 tig, 2 tig + 1), times the rows' 2^e, X's B fragments from b_frag(kk) = (hi b0, hi b1,
+// lo b0, lo b1). Two accumulators keep each dependent mma chain shorter.
 template <typename BFragments>
-__device__ __forceinline__ void RowProduct(const float s[kD / 8][4], float scale0, float scale1,
-                                           BFragments b_frag, float c[4]) {
+__device__ __forceinline__ void RowProduct(const SplitS& x, BFragments b_frag, float c[4]) {
   float main_part[4] = {}, small_part[4] = {};
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     uint32_t hi[4], lo[4];
-    SplitPair(s[2 * kk][0] * scale0, s[2 * kk][1] * scale0, hi[0], lo[0]);
-    SplitPair(s[2 * kk][2] * scale1, s[2 * kk][3] * scale1, hi[1], lo[1]);
-    SplitPair(s[2 * kk + 1][0] * scale0, s[2 * kk + 1][1] * scale0, hi[2], lo[2]);
-    SplitPair(s[2 * kk + 1][2] * scale1, s[2 * kk + 1][3] * scale1, hi[3], lo[3]);
+    SplitFragments(x, kk, hi, lo);
     const uint4 b = b_frag(kk);
     MmaF16(small_part, lo, b.x, b.y);
     MmaF16(small_part, hi, b.z, b.w);
@@ -781,34 +809,38 @@ __device__ __forceinline__ uint4 FactorFragments(const float (*X)[kD], int r, co
 }
 
 // This warp's part of Z[h][j] = sum_a S[a][j] Qk[h][a] (its 16 rows a) into ZPartial[warp].
-// row_max: the maximum |S| of the thread's two rows.
-__device__ __forceinline__ void ColumnProductPartial(Shared& sh, const float s[kD / 8][4], int r,
-                                                     const FragmentRows& fr, float row_max) {
-  const int e = SplitExponent(GroupMax<32>(row_max));
-  const float scale = PowerOfTwo(e);
+// e0, e1: the split exponents of the thread's rows a0, a1; row_max: the maximum |S| of them.
+// Row a of the split carries 2^e_a, so Qk's row a is scaled by 2^(e_w - e_a) (e_w: the
+// exponent of the warp's largest row, at most every nonzero row's e_a); the rows of zeros
+// (e_a = 0) are clamped to at most 1, which keeps their operand finite.
+__device__ __forceinline__ void ColumnProductPartial(Shared& sh, const SplitS& x, int r,
+                                                     const FragmentRows& fr, int e0, int e1,
+                                                     float row_max) {
+  const int ew = SplitExponent(GroupMax<32>(row_max));
   // B fragment of Qk over the warp's rows in fragment order: k = 2 tig, 2 tig + 1 (b0) and
-  // 2 tig + 8, 2 tig + 9 (b1) are the state's rows 16 w + 4 tig + {0, 2} and {1, 3}.
+  // 2 tig + 8, 2 tig + 9 (b1) are the state's rows 16 w + 4 tig + {0, 2} and {1, 3}, whose
+  // exponents are e0 and e1 of lanes 8 tig (rows + 0, + 1) and 8 tig + 4 (rows + 2, + 3).
+  auto factor = [&](int e) { return PowerOfTwo(max(-126, min(0, ew - e))) * kFactorScale; };
+  const float f0 = factor(__shfl_sync(0xffffffffu, e0, 8 * fr.tig));
+  const float f1 = factor(__shfl_sync(0xffffffffu, e1, 8 * fr.tig));
+  const float f2 = factor(__shfl_sync(0xffffffffu, e0, 8 * fr.tig + 4));
+  const float f3 = factor(__shfl_sync(0xffffffffu, e1, 8 * fr.tig + 4));
   uint4 b = {0u, 0u, 0u, 0u};
   if (fr.gid < r) {
     const float4 q = *reinterpret_cast<const float4*>(&sh.kf[fr.gid][16 * fr.warp + 4 * fr.tig]);
-    SplitPair(q.x * kFactorScale, q.z * kFactorScale, b.x, b.z);
-    SplitPair(q.y * kFactorScale, q.w * kFactorScale, b.y, b.w);
+    SplitPair(q.x * f0, q.z * f2, b.x, b.z);
+    SplitPair(q.y * f1, q.w * f3, b.y, b.w);
   }
-  const float un = PowerOfTwo(-e) * kFactorUnscale;
+  const float un = PowerOfTwo(-ew) * kFactorUnscale;
   float (*zp)[kD] = ZPartial(sh)[fr.warp];
 #pragma unroll
   for (int mt = 0; mt < kD / 16; ++mt) {
     // A fragment of S^T for columns j in [16 mt, 16 mt + 16) (its rows) and the warp's 16 rows a
-    // (its k): the four 8 x 8 blocks of the accumulators, transposed.
-    uint32_t hi[4], lo[4], h0, l0;
-    SplitPair(s[2 * mt][0] * scale, s[2 * mt][1] * scale, h0, l0);
-    hi[0] = Transpose8x8(h0), lo[0] = Transpose8x8(l0);
-    SplitPair(s[2 * mt + 1][0] * scale, s[2 * mt + 1][1] * scale, h0, l0);
-    hi[1] = Transpose8x8(h0), lo[1] = Transpose8x8(l0);
-    SplitPair(s[2 * mt][2] * scale, s[2 * mt][3] * scale, h0, l0);
-    hi[2] = Transpose8x8(h0), lo[2] = Transpose8x8(l0);
-    SplitPair(s[2 * mt + 1][2] * scale, s[2 * mt + 1][3] * scale, h0, l0);
-    hi[3] = Transpose8x8(h0), lo[3] = Transpose8x8(l0);
+    // (its k): the four 8 x 8 blocks of the split, transposed.
+    const uint32_t hi[4] = {Transpose8x8(x.hi[2 * mt][0]), Transpose8x8(x.hi[2 * mt + 1][0]),
+                            Transpose8x8(x.hi[2 * mt][1]), Transpose8x8(x.hi[2 * mt + 1][1])};
+    const uint32_t lo[4] = {Transpose8x8(x.lo[2 * mt][0]), Transpose8x8(x.lo[2 * mt + 1][0]),
+                            Transpose8x8(x.lo[2 * mt][1]), Transpose8x8(x.lo[2 * mt + 1][1])};
     float c[4] = {}, small_part[4] = {};
     MmaF16(small_part, lo, b.x, b.y);
     MmaF16(small_part, hi, b.z, b.w);
@@ -832,6 +864,35 @@ __device__ __forceinline__ __half* ValuePairs(Shared& sh) {
 }
 static_assert(kPartialBytes + kMaxRank / 2 * kValuePairPitch * 4 <= kFoldAreaBytes,
               "the partial sums and value pairs fit in the fold's area");
+
+// S from its split into s, on tensor cores: each 16 x 16 block of the split (one A fragment,
+// hi and lo) times the two 16 x 8 halves of the identity gives the block's two n-tiles in the
+// accumulator layout, hi + lo summed in fp32; then times 2^-e of the row (exact). Reading the
+// split only as mma operands keeps its words in the operand registers of the products.
+__device__ __forceinline__ void JoinState(const SplitS& x, const FragmentRows& fr, int e0, int e1,
+                                          float s[kD / 8][4]) {
+  const float un0 = PowerOfTwo(-e0), un1 = PowerOfTwo(-e1);
+  // Identity B fragment rows 2 tig, 2 tig + 1 at column gid.
+  const uint32_t one = Half2Bits(__floats2half2_rn(2 * fr.tig == fr.gid ? 1.0f : 0.0f,
+                                                   2 * fr.tig + 1 == fr.gid ? 1.0f : 0.0f));
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t hi[4], lo[4];
+    SplitFragments(x, kk, hi, lo);
+    float c[2][4] = {};
+    MmaF16(c[0], hi, one, 0u);
+    MmaF16(c[0], lo, one, 0u);
+    MmaF16(c[1], hi, 0u, one);
+    MmaF16(c[1], lo, 0u, one);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      s[2 * kk + h][0] = c[h][0] * un0;
+      s[2 * kk + h][1] = c[h][1] * un0;
+      s[2 * kk + h][2] = c[h][2] * un1;
+      s[2 * kk + h][3] = c[h][3] * un1;
+    }
+  }
+}
 
 // E = S - sum_h K~_h U~_h^T in place. The factors are fp16 values, so one m16n8k16 mma per
 // 8 columns (k = h, zero past r) forms the compensator sum from exact products in fp32; it can
@@ -920,14 +981,17 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     m0 = GroupMax<4>(m0);
     m1 = GroupMax<4>(m1);
     const int e0 = SplitExponent(m0), e1 = SplitExponent(m1);
-    const float scale0 = PowerOfTwo(e0), scale1 = PowerOfTwo(e1);
+    // S as fp16 hi + lo pairs for all three products; s is rebuilt from them for the residual.
+    SplitS x;
+    SplitState(s, PowerOfTwo(e0), PowerOfTwo(e1), x);
     const uint4* omega = OmegaFragments(sh);
     float c[4];
-    RowProduct(s, scale0, scale1, [&](int kk) { return omega[32 * kk + fr.lane]; }, c);  // Y = S Omega
+    // Y = S Omega
+    RowProduct(x, [&](int kk) { return omega[32 * kk + fr.lane]; }, c);
     StoreRowProduct(fr, c, e0, e1, r, sh.kf);
     __syncthreads();
     OrthonormalizeFactors(sh, sh.kf, r);
-    ColumnProductPartial(sh, s, r, fr, fmaxf(m0, m1));  // Z = S^T Qk, this warp's rows
+    ColumnProductPartial(sh, x, r, fr, e0, e1, fmaxf(m0, m1));  // Z = S^T Qk, this warp's rows
     __syncthreads();
     for (int i = t; i < r * kD; i += kThreads) {
       float z = 0.0f;
@@ -937,11 +1001,13 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     }
     __syncthreads();
     OrthonormalizeFactors(sh, sh.vf, r);
-    RowProduct(s, scale0, scale1, [&](int kk) { return FactorFragments(sh.vf, r, fr, 16 * kk); }, c);  // K = S Qv
+    // K = S Qv
+    RowProduct(x, [&](int kk) { return FactorFragments(sh.vf, r, fr, 16 * kk); }, c);
     StoreRowProduct(fr, c, e0, e1, r, sh.kf);
     __syncthreads();
     StoreBalancedCompensators(sh, region, rv, ValuePairs(sh));
     __syncthreads();
+    JoinState(x, fr, e0, e1, s);
     SubtractCompensators(sh, s, r, fr);
   }
   // Row smoothing scales: a row's 128 values are spread over the 4 lanes of one gid.

@@ -7,6 +7,7 @@
 // records into its window, as under continuous batching) and in lockstep (all refit together);
 // staggered also with each token's refit on a second stream, overlapped with the other requests'
 // steps, to decide by measurement whether the refit belongs beside the step or after it.
+// Encode and decode are also timed at 6 and 4 bits (packed codes, r = 6 and 8).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -177,6 +178,8 @@ struct Row {
   double fp32_graph_us, window_graph_us, window_overlap_us;
   double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
   double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
+  // Encode and decode of the 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1] 4-bit.
+  double packed_encode_us[2], packed_decode_us[2], packed_encode_bytes[2], packed_decode_bytes[2];
 };
 
 Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
@@ -355,6 +358,27 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     });
     row.decode_bytes = heads * (payload + header + 4.0 * kD * kD);
   }
+  // The same for the packed formats, each on pools of its own.
+  for (int f = 0; f < 2; ++f) {
+    const BlobSpec packed_spec = BlobSpec::Leap(kind, f == 0 ? 6 : 4);
+    auto packed_or = MakePoolLayout(packed_spec, batch, kHeads);
+    if (!packed_or.ok()) std::exit(1);
+    const PoolLayout pl = *packed_or;
+    const int prot = Rotations(pl.pool_bytes(), dev.l2_bytes);
+    std::vector<DeviceBuffer<uint8_t>> ppools;
+    for (int r = 0; r < prot; ++r) ppools.emplace_back(pl.pool_bytes());
+    row.packed_encode_us[f] = TimeUs(prot, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowEncode(pl, dp, ppools[i % prot].get(), nullptr));
+    });
+    DeviceBuffer<float> out(size_t(batch) * kHeads * kD * kD);
+    DenseParams op{batch, in.slot.get(), out.get(), DType::kFp32, Orientation::kVK};
+    row.packed_decode_us[f] = TimeUs(prot, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowDecode(pl, op, ppools[i % prot].get(), nullptr));
+    });
+    const double ppayload = double(pl.payload.payload_bytes);
+    row.packed_encode_bytes[f] = heads * (2.0 * kD * kD + ppayload + header);
+    row.packed_decode_bytes[f] = heads * (ppayload + header + 4.0 * kD * kD);
+  }
   (void)copy_gbs;
   return row;
 }
@@ -437,6 +461,28 @@ int Main(int argc, char** argv) {
        << ", \"decode_bytes\": " << r.decode_bytes << ", \"fp32_graph_us\": " << r.fp32_graph_us
        << ", \"window_staggered_graph_us\": " << r.window_graph_us
        << ", \"window_staggered_overlapped_us\": " << r.window_overlap_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  js << "  ],\n  \"packed_rows\": [\n";
+  md << "\nEncode (BF16 [N,H,V,K] in) and decode (FP32 out) by code width: 8-bit (r = 4) as above, 6-bit "
+        "(r = 6) and 4-bit (r = 8) with packed codes.\n\n"
+     << "| kind | B | 8-bit encode us | GB/s | 8-bit decode us | GB/s | 6-bit encode us | GB/s | 6-bit decode us | "
+        "GB/s | 4-bit encode us | GB/s | 4-bit decode us | GB/s |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    md << "| " << r.kind << " | " << r.batch << " | " << F(r.encode_us) << " | " << F(gbs(r.encode_bytes, r.encode_us), 0)
+       << " | " << F(r.decode_us) << " | " << F(gbs(r.decode_bytes, r.decode_us), 0);
+    js << "    {\"kind\": \"" << r.kind << "\", \"batch\": " << r.batch;
+    for (int f = 0; f < 2; ++f) {
+      const char* name = f == 0 ? "6bit" : "4bit";
+      md << " | " << F(r.packed_encode_us[f]) << " | " << F(gbs(r.packed_encode_bytes[f], r.packed_encode_us[f]), 0)
+         << " | " << F(r.packed_decode_us[f]) << " | " << F(gbs(r.packed_decode_bytes[f], r.packed_decode_us[f]), 0);
+      js << ", \"encode_" << name << "_us\": " << r.packed_encode_us[f] << ", \"encode_" << name
+         << "_bytes\": " << r.packed_encode_bytes[f] << ", \"decode_" << name << "_us\": " << r.packed_decode_us[f]
+         << ", \"decode_" << name << "_bytes\": " << r.packed_decode_bytes[f];
+    }
+    md << " |\n";
+    js << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ]\n}\n";
   std::filesystem::create_directories(out);

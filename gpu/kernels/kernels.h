@@ -60,6 +60,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
 // Dense states <-> pool regions. `states` is [batch][num_heads][dk][dv] (kKV) or
 // [batch][num_heads][dv][dk] (kVK) in `dtype`, aligned to two elements. Encode writes a fresh
 // boundary (n = 0, G = 0); decode writes the state the region represents, open window included.
+// Both take pools of the leap codec at 8, 6 or 4 bits (the step and the refit: 8 only).
 struct DenseParams {
   int batch = 0;
   const int32_t* slot = nullptr;  // [batch]

@@ -13,6 +13,8 @@ __host__ __device__ constexpr int RoundUp16(int bytes) { return (bytes + 15) / 1
 
 struct RegionView {
   int num_slots, num_heads, p, r, gate, smoothing;
+  int bits;        // of the codes: 8 (int8), or 6 and 4 packed (FORMAT.md section 3)
+  float code_max;  // the largest code, 2^(bits - 1) - 1
   uint32_t region_bytes, codes, row_scale, col_scale, comp, window, rec_k, rec_u, rec_w, rec_g;
 };
 
@@ -24,6 +26,8 @@ inline RegionView MakeRegionView(const PoolLayout& l) {
   v.r = l.spec.r;
   v.gate = l.gate;
   v.smoothing = l.spec.smoothing ? 1 : 0;
+  v.bits = l.spec.bits;
+  v.code_max = static_cast<float>(MaxCode(l.spec.bits));
   v.region_bytes = static_cast<uint32_t>(l.region_bytes);
   v.codes = static_cast<uint32_t>(l.payload.codes_offset);
   v.row_scale = static_cast<uint32_t>(l.payload.row_scale_offset);

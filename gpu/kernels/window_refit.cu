@@ -16,6 +16,10 @@
 //                cores; orth by CholeskyQR2 over all rows at once, or by the reference's
 //                Gram-Schmidt in one warp where the columns are nearly dependent), balanced fp16
 //                pairs, residual, row smoothing, column scales, round-to-nearest-even codes.
+// Codes are int8 in shared memory throughout. Encode and decode also serve the 6- and 4-bit
+// formats (r = 6, 8): their packed rows are widened in place once staged (UnpackCodeRow) and
+// packed as they are written out (PackCodeRow); the step reads int8 codes, so the refit stays
+// 8-bit.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -74,7 +78,7 @@ struct Shared {
   __align__(16) unsigned char work[kWorkBytes];
   float kf[kMaxRank][kD];    // key factors (Y, K as [h][a] while fitting)
   float vf[kMaxRank][kD];    // value factors (Z, Qv as [h][j] while fitting)
-  float col_scale[kD];       // s_v / q while reconstructing, 127 / (s_v pre) while quantizing
+  float col_scale[kD];       // s_v / q while reconstructing, q / (s_v pre) while quantizing
   float row_base[kD];        // s_k[a] exp(G[a]) while reconstructing, pre while quantizing
   float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
@@ -348,6 +352,100 @@ __device__ __forceinline__ float CodeToFloat(uint32_t biased) {
   return __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650 + kByte)) - 8388736.0f;
 }
 
+// The code width and largest code of a launch: the pool's where a kernel serves every width
+// (kAnyWidth: encode, decode), 8 bits as compile-time constants where it serves 8 only (the
+// refit: none of the packed paths is compiled into it, which kept its staggered launch 2% faster
+// for KDA than with them present and never taken).
+template <bool kAnyWidth>
+__device__ __forceinline__ int CodeBits(const RegionView& rv) {
+  return kAnyWidth ? rv.bits : 8;
+}
+template <bool kAnyWidth>
+__device__ __forceinline__ float CodeMax(const RegionView& rv) {
+  return kAnyWidth ? rv.code_max : 127.0f;
+}
+
+// Packed codes (FORMAT.md section 3: bit t of a row's bit string is bit t % 8 of byte t / 8) to
+// and from the int8 rows the kernels work in, one row of kD codes per call: 6-bit codes four to
+// a 24-bit little-endian word, 4-bit codes two to a byte, low nibble first. `row` is a row of
+// the shared code array; the packed row is kD * bits / 8 bytes (96 or 64, 16-byte aligned).
+__device__ __forceinline__ void PackCodeRow(const int8_t* row, int bits, uint8_t* out) {
+  const uint4* in = reinterpret_cast<const uint4*>(row);
+  uint4* dst = reinterpret_cast<uint4*>(out);
+  if (bits == 4) {
+#pragma unroll
+    for (int i = 0; i < kD / 32; ++i) {  // 32 codes -> 16 bytes
+      const uint4 a = in[2 * i], b = in[2 * i + 1];
+      // Bytes b0..b3 of a word -> nibbles: x | x >> 4 puts n0 | n1 << 4 in byte 0 and
+      // n2 | n3 << 4 in byte 2.
+      auto two = [](uint32_t w0, uint32_t w1) {
+        const uint32_t x0 = w0 & 0x0f0f0f0fu, x1 = w1 & 0x0f0f0f0fu;
+        return __byte_perm(x0 | (x0 >> 4), x1 | (x1 >> 4), 0x6420);
+      };
+      dst[i] = make_uint4(two(a.x, a.y), two(a.z, a.w), two(b.x, b.y), two(b.z, b.w));
+    }
+  } else {  // 6
+#pragma unroll
+    for (int i = 0; i < kD / 16; ++i) {  // 16 codes -> 12 bytes, three words
+      const uint4 a = in[i];
+      auto v24 = [](uint32_t w) {
+        return (w & 0x3fu) | ((w >> 8) & 0x3fu) << 6 | ((w >> 16) & 0x3fu) << 12 | ((w >> 24) & 0x3fu) << 18;
+      };
+      const uint32_t v0 = v24(a.x), v1 = v24(a.y), v2 = v24(a.z), v3 = v24(a.w);
+      uint32_t* o = reinterpret_cast<uint32_t*>(out) + 3 * i;
+      o[0] = v0 | v1 << 24;
+      o[1] = v1 >> 8 | v2 << 16;
+      o[2] = v2 >> 16 | v3 << 8;
+    }
+  }
+}
+
+// The inverse, in place: the packed row occupies the first kD * bits / 8 bytes of `row`, which
+// this thread alone reads and then overwrites with kD int8 codes.
+__device__ __forceinline__ void UnpackCodeRow(int8_t* row, int bits) {
+  uint32_t w[kD / 4];  // the packed row (24 or 16 words used)
+  uint32_t* r32 = reinterpret_cast<uint32_t*>(row);
+  uint32_t out[kD / 4];
+  if (bits == 4) {
+#pragma unroll
+    for (int i = 0; i < kD / 8; ++i) w[i] = r32[i];
+#pragma unroll
+    for (int i = 0; i < kD / 8; ++i) {  // 8 nibbles -> two words of int8
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int c = static_cast<int>(w[i] << (28 - 4 * (4 * h + k))) >> 28;
+          word |= (static_cast<uint32_t>(c) & 0xffu) << (8 * k);
+        }
+        out[2 * i + h] = word;
+      }
+    }
+  } else {  // 6
+#pragma unroll
+    for (int i = 0; i < kD * 6 / 32; ++i) w[i] = r32[i];
+#pragma unroll
+    for (int i = 0; i < kD / 16; ++i) {  // three words -> 16 codes
+      const uint32_t o0 = w[3 * i], o1 = w[3 * i + 1], o2 = w[3 * i + 2];
+      const uint32_t v[4] = {o0 & 0xffffffu, o0 >> 24 | (o1 & 0xffffu) << 8, o1 >> 16 | (o2 & 0xffu) << 16,
+                             o2 >> 8};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int c = static_cast<int>(v[q] << (26 - 6 * k)) >> 26;
+          word |= (static_cast<uint32_t>(c) & 0xffu) << (8 * k);
+        }
+        out[4 * i + q] = word;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kD / 4; ++i) r32[i] = out[i];
+}
+
 // The fold's operands (the refit's work area, the decode's tail; free once the fold's mma
 // loop is done). k counts the n records and then the r compensators, padded with zeros to whole mma
 // k-tiles of 16. A hi and lo: fp16 pairs in 32-bit words as [a][k], k contiguous, at a row pitch
@@ -427,7 +525,7 @@ struct FragmentRows {
 // are built from them first), then the codes (needed only by the epilogue, so they stay in
 // flight while the operands are built and multiplied). The records' u and the compensators'
 // value halves land as B's rows 0 .. n + r - 1, as stored; B's padding rows are zeroed here.
-template <typename Sh>
+template <bool kAnyWidth, typename Sh>
 __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const RegionView& rv,
                                            int n) {
   // Opaque: computed from n and t here, not hoisted out of the refit's loop over heads into
@@ -462,8 +560,12 @@ __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const 
     }
   }
   CopyAsyncCommit();
+  // Code row j (kD * bits / 8 bytes: packed below 8 bits) at row j of the code array; the loop
+  // runs over 8 pieces per row whatever the width (no division by a run-time width).
+  const int row_bytes = kD * CodeBits<kAnyWidth>(rv) / 8;
   for (int c = t; c < kD * kD / 16; c += kThreads) {
-    CopyAsync16(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16, region + rv.codes + 16 * c);
+    const int j = c / 8, piece = 16 * (c % 8);
+    if (piece < row_bytes) CopyAsync16(sh.codes + j * kCodePitch + piece, region + rv.codes + j * row_bytes + piece);
   }
   CopyAsyncCommit();
 }
@@ -489,7 +591,7 @@ __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const 
 // fold_unscale and col_scale. With kHalves = 2 the product runs over the columns in two
 // halves, one after the other, so only 32 accumulators per thread are live (the decode's
 // register budget for three CTAs per SM); emit still sees every column once, in order.
-template <int kHalves, typename Sh, typename Emit>
+template <int kHalves, bool kAnyWidth, typename Sh, typename Emit>
 __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, bool kda,
                                            Emit emit) {
   n = Opaque(n);  // as in StageReads
@@ -504,7 +606,7 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
   const int a = t / 2, par = t % 2;  // thread pair (2a, 2a + 1) builds row a of A
   CopyAsyncWaitGroup<1>();
   __syncthreads();
-  if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(staged + st.col_scale)[t] / 127.0f;
+  if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(staged + st.col_scale)[t] / CodeMax<kAnyWidth>(rv);
   const float g_a = reinterpret_cast<const float*>(staged + st.G)[kda ? a : 0];
   const float row_scale =
       rv.smoothing ? reinterpret_cast<const float*>(staged + st.row_scale)[a] : 1.0f;
@@ -574,6 +676,10 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
   }
   CopyAsyncWaitAll();
   __syncthreads();  // operands built, codes landed
+  if (CodeBits<kAnyWidth>(rv) != 8) {  // packed codes, widened in place to the int8 rows the epilogue reads
+    if (t < kD) UnpackCodeRow(sh.codes + t * kCodePitch, rv.bits);
+    __syncthreads();
+  }
   // F on tensor cores: warp w owns rows [16 w, 16 w + 16) (in FragmentRows' order) and all 128
   // columns (16 n-tiles), in kHalves passes of 16 / kHalves n-tiles.
   const FragmentRows fr;
@@ -932,11 +1038,11 @@ __device__ __forceinline__ void ColumnMaxScatter(float v[32], int lane) {
   }
 }
 
-// Codes, staged in shared memory as [j][a] (written out with 16-byte stores by the caller). A
-// code is rne(127 t / s_v), from the FFMA of (t pre) and 127 / (s_v pre) with 1.5 * 2^23: the
-// low byte of the sum's bits is the code. No clamp: |t| <= s_v (the column maximum of these very
-// t), so the product is below 127 (1 + 2^-22) and rounds to at most 127 (the reference clamps
-// to +-127 and never needs to). The thread's four codes of n-tile nt form one word of the
+// Codes, staged in shared memory as [j][a] (written out by the caller). A code is rne(q t / s_v)
+// for the largest code q (127, 31 or 7), from the FFMA of (t pre) and q / (s_v pre) with
+// 1.5 * 2^23: the low byte of the sum's bits is the code. No clamp: |t| <= s_v (the column
+// maximum of these very t), so the product is below q (1 + 2^-22) and rounds to at most q (the
+// reference clamps to +-q and never needs to). The thread's four codes of n-tile nt form one word of the
 // [j][a] layout transposed (FragmentRows); movmatrix hands lane (gid, tig) the codes of keys
 // 16 w + 4 tig .. + 3 of column 8 nt + gid. kPrescaled = false: every column's pre is 1.
 template <bool kPrescaled>
@@ -965,6 +1071,7 @@ __device__ __forceinline__ void QuantizeCodes(Shared& sh, const float s[kD / 8][
 // Refits the region's state, reconstructed into s (destroyed), and resets the window.
 // REQUIRES: sh.col_max all zero and the Omega fragments built (the refit and encode kernels do
 // both).
+template <bool kAnyWidth>
 __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* region,
                                       const RegionView& rv) {
   const int t = threadIdx.x;
@@ -1060,7 +1167,7 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     }
   }
   __syncthreads();
-  // Column scales, and their dividers (times 127) once per column (the reconstruction's row_base
+  // Column scales, and their dividers (times q) once per column (the reconstruction's row_base
   // and col_scale arrays are free by now).
   float* col_pre = sh.row_base;
   float* col_inv = sh.col_scale;
@@ -1070,7 +1177,7 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     reinterpret_cast<float*>(region + rv.col_scale)[t] = m;
     const Divider div(m);
     col_pre[t] = div.pre;
-    col_inv[t] = 127.0f * div.inv;
+    col_inv[t] = CodeMax<kAnyWidth>(rv) * div.inv;
     prescaled = div.pre != 1.0f;
     sh.col_max[t] = 0;  // cleared for the next head (the kernel clears it before the first)
   }
@@ -1082,9 +1189,13 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     QuantizeCodes<false>(sh, s, fr, col_pre, col_inv);
   }
   __syncthreads();
-  for (int c = t; c < kD * kD / 16; c += kThreads) {
-    reinterpret_cast<uint4*>(region + rv.codes)[c] =
-        *reinterpret_cast<const uint4*>(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16);
+  if (CodeBits<kAnyWidth>(rv) == 8) {
+    for (int c = t; c < kD * kD / 16; c += kThreads) {
+      reinterpret_cast<uint4*>(region + rv.codes)[c] =
+          *reinterpret_cast<const uint4*>(sh.codes + (c / 8) * kCodePitch + (c % 8) * 16);
+    }
+  } else if (t < kD) {
+    PackCodeRow(sh.codes + t * kCodePitch, rv.bits, region + rv.codes + t * (kD * rv.bits / 8));
   }
   if (t < rv.gate) reinterpret_cast<float*>(region + rv.window + 16)[t] = 0.0f;
   if (t == 0) *reinterpret_cast<int32_t*>(region + rv.window) = 0;
@@ -1142,13 +1253,13 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
       uint8_t* region = region_of(s_due[i]);
       // A due head's window holds p records (n >= p is due, and a window never holds more), so
       // every read is issued at once, without waiting for the record count.
-      StageReads(sh, region, a.rv, a.rv.p);
+      StageReads<false>(sh, region, a.rv, a.rv.p);
       float s[kD / 8][4];
-      FoldStaged<1>(sh, a.rv, a.rv.p, a.kda,
+      FoldStaged<1, false>(sh, a.rv, a.rv.p, a.kda,
                     [&](int nt, float s00, float s01, float s10, float s11) {
                       s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
                     });
-      FitAndEncodeFragments(sh, s, region, a.rv);
+      FitAndEncodeFragments<false>(sh, s, region, a.rv);
       __syncthreads();  // the next head's staging overwrites what this one read last
     }
   }
@@ -1181,7 +1292,7 @@ __global__ void __launch_bounds__(kThreads, 2) EncodeKernel(RegionArgs a) {
   if (a.rv.r > 0) BuildOmegaFragments(sh, a.rv.r);
   if (threadIdx.x < kD) sh.col_max[threadIdx.x] = 0;
   __syncthreads();
-  FitAndEncodeFragments(sh, s, region, a.rv);
+  FitAndEncodeFragments<true>(sh, s, region, a.rv);
 }
 
 template <typename T>
@@ -1202,8 +1313,8 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
   const FragmentRows fr;
   // The staging holds p records; a window never holds more.
   const int n = min(*reinterpret_cast<const int32_t*>(region + a.rv.window), a.rv.p);
-  StageReads(sh, region, a.rv, n);
-  FoldStaged<2>(sh, a.rv, n, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
+  StageReads<true>(sh, region, a.rv, n);
+  FoldStaged<2, true>(sh, a.rv, n, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
     const int j = fr.Col(nt);
     if (kv) {
       StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
@@ -1222,8 +1333,8 @@ namespace {
 
 
 Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int32_t* slot,
-                           int batch) {
-  LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
+                           int batch, bool packed_codes) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool, packed_codes));
   if (batch < 0) return InvalidArgumentError("batch must be >= 0");
   if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
   return OncePerDevice([] {
@@ -1260,7 +1371,7 @@ Status ValidateDense(const DenseParams& p) {
 
 Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uint8_t* pool,
                    cudaStream_t stream) {
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, slot, batch));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, slot, batch, false));
   if (batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), batch, slot, pool, nullptr, 0,
                layout.spec.kind == StateKind::kKda};
@@ -1274,7 +1385,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
 
 Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* pool,
                     cudaStream_t stream) {
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch, true));
   LEAPCACHE_RETURN_IF_ERROR(ValidateDense(p));
   if (p.batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, pool, p.states,
@@ -1291,7 +1402,7 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
 
 Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_t* pool,
                     cudaStream_t stream) {
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch, true));
   LEAPCACHE_RETURN_IF_ERROR(ValidateDense(p));
   if (p.batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, const_cast<uint8_t*>(pool), p.states,

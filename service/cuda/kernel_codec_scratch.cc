@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -14,7 +15,8 @@
 namespace leapcache::cuda {
 
 bool KernelCodecServes(const BlobSpec& spec) {
-  return spec.codec == Codec::kLeap && spec.bits == 8 && spec.dk == kernels::kKernelDim &&
+  return spec.codec == Codec::kLeap && (spec.bits == 8 || spec.bits == 6 || spec.bits == 4) &&
+         spec.dk == kernels::kKernelDim &&
          spec.dv == kernels::kKernelDim && ValidateSpec(spec).ok();
 }
 
@@ -30,11 +32,14 @@ absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(i
   s->device = device;
   s->max_states = max_states;
   LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(device), "cudaSetDevice"));
-  // The largest region of any served spec: KDA's (a gate per key channel).
-  leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
-      BlobSpec::Leap(StateKind::kKda, 8, kernels::kKernelDim, kernels::kKernelDim), max_states, 1);
-  if (!kda.ok()) return core::FromFormatStatus(kda.status());
-  s->pool_bytes = kda->pool_bytes();
+  // The largest region of any served spec: KDA's (a gate per key channel), at whichever code
+  // width lays out the most bytes.
+  for (int bits : {8, 6, 4}) {
+    leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
+        BlobSpec::Leap(StateKind::kKda, bits, kernels::kKernelDim, kernels::kKernelDim), max_states, 1);
+    if (!kda.ok()) return core::FromFormatStatus(kda.status());
+    s->pool_bytes = std::max(s->pool_bytes, kda->pool_bytes());
+  }
   const size_t state_bytes = size_t{kernels::kKernelDim} * kernels::kKernelDim * 4;
   std::vector<int32_t> slots(static_cast<size_t>(max_states));
   std::iota(slots.begin(), slots.end(), 0);

@@ -17,7 +17,8 @@
 
 namespace leapcache::cuda {
 
-// 8-bit window format at dk = dv = 128: the formats the encode and decode kernels build.
+// The window format at 8, 6 and 4 bits, dk = dv = 128: the formats the encode and decode kernels
+// build.
 bool KernelCodecServes(const BlobSpec& spec);
 
 struct KernelCodecScratch {

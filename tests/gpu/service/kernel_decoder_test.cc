@@ -1,5 +1,5 @@
 // The kernel-backed decoder of dense gets on the device against the CPU reference codec: for GDN
-// and KDA, fp32 and bf16, [K,V] and [V,K], the states it returns for the reference's blobs equal
+// and KDA, 8-, 6- and 4-bit codes, fp32 and bf16, [K,V] and [V,K], the states it returns for the reference's blobs equal
 // the reference decode to within fp32 rounding (bf16: the same codes, or another within rounding
 // where the fp32 values straddle a rounding boundary); a damaged blob, one with a NaN
 // compensator under valid checksums or one of another format is refused naming it, before
@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -76,13 +77,14 @@ Decoded Decode(KernelDecoder& decoder, const BlobSpec& spec, kernels::DType dtyp
 TEST(KernelDecoderTest, StatesMatchTheReferenceDecode) {
   constexpr int kStates = 24;
   auto decoder = std::move(KernelDecoder::Create(0, kStates)).value();
-  for (StateKind kind : {StateKind::kGdn, StateKind::kKda}) {
-    const BlobSpec spec = BlobSpec::Leap(kind, 8, kDim, kDim);
+  for (auto [kind, bits] : {std::pair{StateKind::kGdn, 8}, std::pair{StateKind::kKda, 8},
+                            std::pair{StateKind::kKda, 6}, std::pair{StateKind::kGdn, 4}}) {
+    const BlobSpec spec = BlobSpec::Leap(kind, bits, kDim, kDim);
     ASSERT_TRUE(KernelDecoder::Supports(spec));
     const std::vector<std::vector<uint8_t>> blobs = ReferenceBlobs(spec, kStates, 5);
     for (kernels::DType dtype : {kernels::DType::kFp32, kernels::DType::kBf16}) {
       for (Orientation layout : {Orientation::kKV, Orientation::kVK}) {
-        SCOPED_TRACE(absl::StrCat(StateKindName(kind),
+        SCOPED_TRACE(absl::StrCat(spec.ToString(), " ", StateKindName(kind),
                                   dtype == kernels::DType::kBf16 ? " bf16" : " fp32",
                                   layout == Orientation::kKV ? " KV" : " VK"));
         const Decoded got = Decode(*decoder, spec, dtype, layout, blobs);
@@ -153,7 +155,6 @@ TEST(KernelDecoderTest, BadBlobsAreRefusedBeforeAnythingIsWritten) {
   blobs = ReferenceBlobs(spec, 9, 7);
   EXPECT_EQ(Decode(*decoder, spec, kernels::DType::kFp32, Orientation::kKV, blobs).status.code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(KernelDecoder::Supports(BlobSpec::Leap(StateKind::kGdn, 4)));
   EXPECT_FALSE(KernelDecoder::Supports(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64)));
 }
 

@@ -1,7 +1,7 @@
 // The kernel-backed state encoder of dense puts on the device against the CPU reference codec:
 // every blob it seals parses as the namespace's exact format, decodes to the state within the
 // reference's own error (the kernels round like the reference up to one-code ties), for GDN and
-// KDA, fp32 and bf16, [K,V] and [V,K], in chunks larger than one launch.
+// KDA, 8-, 6- and 4-bit codes, fp32 and bf16, [K,V] and [V,K], in chunks larger than one launch.
 #include "service/cuda/kernel_encoder.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "gpu/half.h"
 #include "gpu/reference/codec.h"
@@ -30,9 +31,11 @@ TEST(KernelEncoderTest, BlobsMatchTheReferenceCodec) {
   constexpr int kDim = 128, kStates = 8;
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (StateKind kind : {StateKind::kGdn, StateKind::kKda}) {
-    const BlobSpec spec = BlobSpec::Leap(kind, 8, kDim, kDim);
+  for (auto [kind, bits] : {std::pair{StateKind::kGdn, 8}, std::pair{StateKind::kKda, 8},
+                            std::pair{StateKind::kGdn, 6}, std::pair{StateKind::kKda, 4}}) {
+    const BlobSpec spec = BlobSpec::Leap(kind, bits, kDim, kDim);
     ASSERT_TRUE(KernelEncoder::Supports(spec));
+    SCOPED_TRACE(spec.ToString());
     for (kernels::DType dtype : {kernels::DType::kFp32, kernels::DType::kBf16}) {
       for (Orientation layout : {Orientation::kKV, Orientation::kVK}) {
         // States with a few outlier columns, like real ones.
@@ -79,7 +82,7 @@ TEST(KernelEncoderTest, BlobsMatchTheReferenceCodec) {
                          Orientation::kKV, too_many, &blobs)
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(KernelEncoder::Supports(BlobSpec::Leap(StateKind::kGdn, 4)));
+  EXPECT_FALSE(KernelEncoder::Supports(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64)));
 }
 
 }  // namespace

@@ -178,7 +178,8 @@ struct Row {
   double fp32_graph_us, window_graph_us, window_overlap_us;
   double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
   double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
-  // Encode and decode of the 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1] 4-bit.
+  // Encode and decode of the 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1]
+  // 4-bit.
   double packed_encode_us[2], packed_decode_us[2], packed_encode_bytes[2], packed_decode_bytes[2];
 };
 
@@ -463,23 +464,29 @@ int Main(int argc, char** argv) {
        << ", \"window_staggered_overlapped_us\": " << r.window_overlap_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"packed_rows\": [\n";
-  md << "\nEncode (BF16 [N,H,V,K] in) and decode (FP32 out) by code width: 8-bit (r = 4) as above, 6-bit "
+  md << "\nEncode (BF16 [N,H,V,K] in) and decode (FP32 out) by code width: 8-bit (r = 4) as above, "
+        "6-bit "
         "(r = 6) and 4-bit (r = 8) with packed codes.\n\n"
-     << "| kind | B | 8-bit encode us | GB/s | 8-bit decode us | GB/s | 6-bit encode us | GB/s | 6-bit decode us | "
+     << "| kind | B | 8-bit encode us | GB/s | 8-bit decode us | GB/s | 6-bit encode us | GB/s | "
+        "6-bit decode us | "
         "GB/s | 4-bit encode us | GB/s | 4-bit decode us | GB/s |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
-    md << "| " << r.kind << " | " << r.batch << " | " << F(r.encode_us) << " | " << F(gbs(r.encode_bytes, r.encode_us), 0)
-       << " | " << F(r.decode_us) << " | " << F(gbs(r.decode_bytes, r.decode_us), 0);
+    md << "| " << r.kind << " | " << r.batch << " | " << F(r.encode_us) << " | "
+       << F(gbs(r.encode_bytes, r.encode_us), 0) << " | " << F(r.decode_us) << " | "
+       << F(gbs(r.decode_bytes, r.decode_us), 0);
     js << "    {\"kind\": \"" << r.kind << "\", \"batch\": " << r.batch;
     for (int f = 0; f < 2; ++f) {
       const char* name = f == 0 ? "6bit" : "4bit";
-      md << " | " << F(r.packed_encode_us[f]) << " | " << F(gbs(r.packed_encode_bytes[f], r.packed_encode_us[f]), 0)
-         << " | " << F(r.packed_decode_us[f]) << " | " << F(gbs(r.packed_decode_bytes[f], r.packed_decode_us[f]), 0);
+      md << " | " << F(r.packed_encode_us[f]) << " | "
+         << F(gbs(r.packed_encode_bytes[f], r.packed_encode_us[f]), 0) << " | "
+         << F(r.packed_decode_us[f]) << " | "
+         << F(gbs(r.packed_decode_bytes[f], r.packed_decode_us[f]), 0);
       js << ", \"encode_" << name << "_us\": " << r.packed_encode_us[f] << ", \"encode_" << name
-         << "_bytes\": " << r.packed_encode_bytes[f] << ", \"decode_" << name << "_us\": " << r.packed_decode_us[f]
-         << ", \"decode_" << name << "_bytes\": " << r.packed_decode_bytes[f];
+         << "_bytes\": " << r.packed_encode_bytes[f] << ", \"decode_" << name
+         << "_us\": " << r.packed_decode_us[f] << ", \"decode_" << name
+         << "_bytes\": " << r.packed_decode_bytes[f];
     }
     md << " |\n";
     js << "}" << (i + 1 < rows.size() ? "," : "") << "\n";

@@ -51,8 +51,9 @@ Status ValidatePoolLayout(const PoolLayout& l, const void* pool, bool packed_cod
   }
   const bool bits_ok = l.spec.bits == 8 || (packed_codes && (l.spec.bits == 6 || l.spec.bits == 4));
   if (l.spec.codec != Codec::kLeap || !bits_ok) {
-    return InvalidArgumentError(std::string(packed_codes ? "encode and decode run the 8-, 6- and 4-bit"
-                                                         : "the step and refit run the 8-bit") +
+    return InvalidArgumentError(std::string(packed_codes
+                                                ? "encode and decode run the 8-, 6- and 4-bit"
+                                                : "the step and refit run the 8-bit") +
                                 " leap codec (pool is " + l.spec.ToString() + ")");
   }
   if (l.region_bytes % 128 != 0) return InvalidArgumentError("pool region size must be a multiple of 128");

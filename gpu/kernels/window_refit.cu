@@ -389,7 +389,8 @@ __device__ __forceinline__ void PackCodeRow(const int8_t* row, int bits, uint8_t
     for (int i = 0; i < kD / 16; ++i) {  // 16 codes -> 12 bytes, three words
       const uint4 a = in[i];
       auto v24 = [](uint32_t w) {
-        return (w & 0x3fu) | ((w >> 8) & 0x3fu) << 6 | ((w >> 16) & 0x3fu) << 12 | ((w >> 24) & 0x3fu) << 18;
+        return (w & 0x3fu) | ((w >> 8) & 0x3fu) << 6 | ((w >> 16) & 0x3fu) << 12 |
+               ((w >> 24) & 0x3fu) << 18;
       };
       const uint32_t v0 = v24(a.x), v1 = v24(a.y), v2 = v24(a.z), v3 = v24(a.w);
       uint32_t* o = reinterpret_cast<uint32_t*>(out) + 3 * i;
@@ -428,8 +429,8 @@ __device__ __forceinline__ void UnpackCodeRow(int8_t* row, int bits) {
 #pragma unroll
     for (int i = 0; i < kD / 16; ++i) {  // three words -> 16 codes
       const uint32_t o0 = w[3 * i], o1 = w[3 * i + 1], o2 = w[3 * i + 2];
-      const uint32_t v[4] = {o0 & 0xffffffu, o0 >> 24 | (o1 & 0xffffu) << 8, o1 >> 16 | (o2 & 0xffu) << 16,
-                             o2 >> 8};
+      const uint32_t v[4] = {o0 & 0xffffffu, o0 >> 24 | (o1 & 0xffffu) << 8,
+                             o1 >> 16 | (o2 & 0xffu) << 16, o2 >> 8};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         uint32_t word = 0;
@@ -565,7 +566,8 @@ __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const 
   const int row_bytes = kD * CodeBits<kAnyWidth>(rv) / 8;
   for (int c = t; c < kD * kD / 16; c += kThreads) {
     const int j = c / 8, piece = 16 * (c % 8);
-    if (piece < row_bytes) CopyAsync16(sh.codes + j * kCodePitch + piece, region + rv.codes + j * row_bytes + piece);
+    if (piece < row_bytes)
+      CopyAsync16(sh.codes + j * kCodePitch + piece, region + rv.codes + j * row_bytes + piece);
   }
   CopyAsyncCommit();
 }
@@ -606,7 +608,9 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
   const int a = t / 2, par = t % 2;  // thread pair (2a, 2a + 1) builds row a of A
   CopyAsyncWaitGroup<1>();
   __syncthreads();
-  if (t < kD) sh.col_scale[t] = reinterpret_cast<const float*>(staged + st.col_scale)[t] / CodeMax<kAnyWidth>(rv);
+  if (t < kD)
+    sh.col_scale[t] =
+        reinterpret_cast<const float*>(staged + st.col_scale)[t] / CodeMax<kAnyWidth>(rv);
   const float g_a = reinterpret_cast<const float*>(staged + st.G)[kda ? a : 0];
   const float row_scale =
       rv.smoothing ? reinterpret_cast<const float*>(staged + st.row_scale)[a] : 1.0f;
@@ -676,7 +680,8 @@ __device__ __forceinline__ void FoldStaged(Sh& sh, const RegionView& rv, int n, 
   }
   CopyAsyncWaitAll();
   __syncthreads();  // operands built, codes landed
-  if (CodeBits<kAnyWidth>(rv) != 8) {  // packed codes, widened in place to the int8 rows the epilogue reads
+  // Packed codes, widened in place to the int8 rows the epilogue reads.
+  if (CodeBits<kAnyWidth>(rv) != 8) {
     if (t < kD) UnpackCodeRow(sh.codes + t * kCodePitch, rv.bits);
     __syncthreads();
   }
@@ -1042,8 +1047,8 @@ __device__ __forceinline__ void ColumnMaxScatter(float v[32], int lane) {
 // for the largest code q (127, 31 or 7), from the FFMA of (t pre) and q / (s_v pre) with
 // 1.5 * 2^23: the low byte of the sum's bits is the code. No clamp: |t| <= s_v (the column
 // maximum of these very t), so the product is below q (1 + 2^-22) and rounds to at most q (the
-// reference clamps to +-q and never needs to). The thread's four codes of n-tile nt form one word of the
-// [j][a] layout transposed (FragmentRows); movmatrix hands lane (gid, tig) the codes of keys
+// reference clamps to +-q and never needs to). The thread's four codes of n-tile nt form one word
+// of the [j][a] layout transposed (FragmentRows); movmatrix hands lane (gid, tig) the codes of keys
 // 16 w + 4 tig .. + 3 of column 8 nt + gid. kPrescaled = false: every column's pre is 1.
 template <bool kPrescaled>
 __device__ __forceinline__ void QuantizeCodes(Shared& sh, const float s[kD / 8][4],
@@ -1256,9 +1261,9 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
       StageReads<false>(sh, region, a.rv, a.rv.p);
       float s[kD / 8][4];
       FoldStaged<1, false>(sh, a.rv, a.rv.p, a.kda,
-                    [&](int nt, float s00, float s01, float s10, float s11) {
-                      s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
-                    });
+                           [&](int nt, float s00, float s01, float s10, float s11) {
+                             s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
+                           });
       FitAndEncodeFragments<false>(sh, s, region, a.rv);
       __syncthreads();  // the next head's staging overwrites what this one read last
     }
@@ -1330,7 +1335,6 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
 
 
 namespace {
-
 
 Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int32_t* slot,
                            int batch, bool packed_codes) {

@@ -16,8 +16,8 @@ namespace leapcache::cuda {
 
 bool KernelCodecServes(const BlobSpec& spec) {
   return spec.codec == Codec::kLeap && (spec.bits == 8 || spec.bits == 6 || spec.bits == 4) &&
-         spec.dk == kernels::kKernelDim &&
-         spec.dv == kernels::kKernelDim && ValidateSpec(spec).ok();
+         spec.dk == kernels::kKernelDim && spec.dv == kernels::kKernelDim &&
+         ValidateSpec(spec).ok();
 }
 
 absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(int device,
@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(i
   // width lays out the most bytes.
   for (int bits : {8, 6, 4}) {
     leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
-        BlobSpec::Leap(StateKind::kKda, bits, kernels::kKernelDim, kernels::kKernelDim), max_states, 1);
+        BlobSpec::Leap(StateKind::kKda, bits, kernels::kKernelDim, kernels::kKernelDim), max_states,
+        1);
     if (!kda.ok()) return core::FromFormatStatus(kda.status());
     s->pool_bytes = std::max(s->pool_bytes, kda->pool_bytes());
   }

@@ -41,6 +41,19 @@ double RelL2(const float* x, const float* ref, size_t n) {
   return r > 0 ? std::sqrt(e / r) : std::sqrt(e);
 }
 
+// ||x - ref|| and ||ref|| (L2, in double): for bounds that add absolute allowances.
+struct L2Gap {
+  double gap, ref;
+};
+L2Gap Gap(const float* x, const float* ref, size_t n) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    e += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
+    r += double(ref[i]) * ref[i];
+  }
+  return {std::sqrt(e), std::sqrt(r)};
+}
+
 struct Rng {
   explicit Rng(uint64_t seed) : gen(seed) {}
   float Normal() { return normal(gen); }
@@ -52,7 +65,8 @@ struct Rng {
 
 // A fresh seed per test (printed in every failure), or LEAPCACHE_TEST_SEED's value to replay one.
 uint64_t FreshSeed() {
-  if (const char* fixed = std::getenv("LEAPCACHE_TEST_SEED")) return std::strtoull(fixed, nullptr, 10);
+  if (const char* fixed = std::getenv("LEAPCACHE_TEST_SEED"))
+    return std::strtoull(fixed, nullptr, 10);
   return std::random_device{}();
 }
 
@@ -373,8 +387,11 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       std::vector<float> q_prep(kD), k_prep(kD);
       const StepInput in = s.Input(b, h);
       reference::PrepareQK(kD, opts, in.q, in.k, q_prep.data(), k_prep.data());
-      double kq = 0, k_norm = 0, u_norm = 0;
-      for (int a = 0; a < kD; ++a) kq += double(k_new[a]) * q_prep[a], k_norm += double(k_new[a]) * k_new[a];
+      double kq = 0, k_norm = 0, u_norm = 0;  // k . q, |k|^2, |u|^2
+      for (int a = 0; a < kD; ++a) {
+        kq += double(k_new[a]) * q_prep[a];
+        k_norm += double(k_new[a]) * k_new[a];
+      }
       for (int j = 0; j < kD; ++j) u_norm += double(u_new[j]) * u_new[j];
       const double w_new = stepped->scale.back();
       const double record_in_o = std::fabs(w_new * kq) * std::sqrt(u_norm);
@@ -382,7 +399,7 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       const bool refit = n_before + 1 == spec.p;
       refits += refit;
       w.State(S_ref.data());
-      double s_norm = 0, q_norm = 0;
+      double s_norm = 0, q_norm = 0;  // squared
       for (float x : S_ref) s_norm += double(x) * x;
       for (float x : q_prep) q_norm += double(x) * x;
       // Bounded relative to o, plus two allowances that a bound relative to o alone lacked (it
@@ -394,17 +411,14 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       // - o = S q sums 128 products: where they cancel, fp32 rounding is relative to the
       //   products, |S| |q|, not to o (1e-5 of it; the step's sums carry 2^-22 or better).
       // A real error is far above all three.
-      double e = 0, r = 0;
-      for (int j = 0; j < kD; ++j) e += (double(ob[j]) - o_ref[j]) * (ob[j] - o_ref[j]), r += double(o_ref[j]) * o_ref[j];
-      EXPECT_LE(std::sqrt(e), 3e-4 * std::sqrt(r) + std::ldexp(record_in_o, -10) + 1e-5 * std::sqrt(s_norm * q_norm))
+      const L2Gap o_gap = Gap(ob, o_ref.data(), kD);
+      EXPECT_LE(o_gap.gap,
+                3e-4 * o_gap.ref + std::ldexp(record_in_o, -10) + 1e-5 * std::sqrt(s_norm * q_norm))
           << "o, b " << b << " h " << h;
       if (!refit) {  // live decode: same records, same base
-        const float* S_live = live.data() + (size_t(b) * heads + h) * kD * kD;
-        double es = 0, rs = 0;
-        for (size_t i = 0; i < S_ref.size(); ++i) {
-          es += (double(S_live[i]) - S_ref[i]) * (S_live[i] - S_ref[i]), rs += double(S_ref[i]) * S_ref[i];
-        }
-        EXPECT_LE(std::sqrt(es), 1e-4 * std::sqrt(rs) + std::ldexp(record_in_S, -10))
+        const L2Gap live_gap =
+            Gap(live.data() + (size_t(b) * heads + h) * kD * kD, S_ref.data(), S_ref.size());
+        EXPECT_LE(live_gap.gap, 1e-4 * live_gap.ref + std::ldexp(record_in_S, -10))
             << "live state, b " << b << " h " << h;
       }
       auto snap = ReadRegion(*layout, out_pool.data() + layout->region_offset(s.slot[b], h));
@@ -416,11 +430,8 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       // A refit re-quantizes: codes may differ by one step where the two sides' sums round
       // differently; everything else is the same arithmetic in another order (and, without a
       // refit, the new record's rounding as above).
-      double eg = 0, rg = 0;
-      for (size_t i = 0; i < S_ref.size(); ++i) {
-        eg += (double(S_gpu[i]) - S_ref[i]) * (S_gpu[i] - S_ref[i]), rg += double(S_ref[i]) * S_ref[i];
-      }
-      EXPECT_LE(std::sqrt(eg), refit ? 2e-3 * std::sqrt(rg) : 1e-4 * std::sqrt(rg) + std::ldexp(record_in_S, -10))
+      const L2Gap gap = Gap(S_gpu.data(), S_ref.data(), S_ref.size());
+      EXPECT_LE(gap.gap, refit ? 2e-3 * gap.ref : 1e-4 * gap.ref + std::ldexp(record_in_S, -10))
           << "state, b " << b << " h " << h << " refit " << refit;
     }
   }
@@ -618,15 +629,16 @@ TEST_P(EncodeDecodeTest, MatchesReferenceCodec) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, EncodeDecodeTest,
-                         ::testing::Values(DenseCase{StateKind::kGdn, DType::kFp32, Orientation::kKV},
-                                           DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK},
-                                           DenseCase{StateKind::kKda, DType::kFp32, Orientation::kVK},
-                                           DenseCase{StateKind::kKda, DType::kBf16, Orientation::kKV},
-                                           DenseCase{StateKind::kGdn, DType::kFp32, Orientation::kKV, 6},
-                                           DenseCase{StateKind::kKda, DType::kBf16, Orientation::kVK, 6},
-                                           DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK, 4},
-                                           DenseCase{StateKind::kKda, DType::kFp32, Orientation::kKV, 4}));
+INSTANTIATE_TEST_SUITE_P(
+    All, EncodeDecodeTest,
+    ::testing::Values(DenseCase{StateKind::kGdn, DType::kFp32, Orientation::kKV},
+                      DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK},
+                      DenseCase{StateKind::kKda, DType::kFp32, Orientation::kVK},
+                      DenseCase{StateKind::kKda, DType::kBf16, Orientation::kKV},
+                      DenseCase{StateKind::kGdn, DType::kFp32, Orientation::kKV, 6},
+                      DenseCase{StateKind::kKda, DType::kBf16, Orientation::kVK, 6},
+                      DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK, 4},
+                      DenseCase{StateKind::kKda, DType::kFp32, Orientation::kKV, 4}));
 
 // ---------------------------------------------------------------------------------------------
 // A 4,096-step trajectory on the GPU reproduces the CPU accuracy of the 8-bit window format.

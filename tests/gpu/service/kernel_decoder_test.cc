@@ -1,9 +1,9 @@
 // The kernel-backed decoder of dense gets on the device against the CPU reference codec: for GDN
-// and KDA, 8-, 6- and 4-bit codes, fp32 and bf16, [K,V] and [V,K], the states it returns for the reference's blobs equal
-// the reference decode to within fp32 rounding (bf16: the same codes, or another within rounding
-// where the fp32 values straddle a rounding boundary); a damaged blob, one with a NaN
-// compensator under valid checksums or one of another format is refused naming it, before
-// anything is written.
+// and KDA, 8-, 6- and 4-bit codes, fp32 and bf16, [K,V] and [V,K], the states it returns for the
+// reference's blobs equal the reference decode to within fp32 rounding (bf16: the same codes, or
+// another within rounding where the fp32 values straddle a rounding boundary); a damaged blob, one
+// with a NaN compensator under valid checksums or one of another format is refused naming it,
+// before anything is written.
 #include "service/cuda/kernel_decoder.h"
 
 #include <gtest/gtest.h>

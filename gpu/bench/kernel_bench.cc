@@ -346,39 +346,33 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
       BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pools[i % rot].get(), nullptr));
     });
   }
-  // Encode (BF16 [N,H,V,K] in) and decode (FP32 [N,H,V,K] out).
-  {
-    row.encode_us = TimeUs(rot, 5, [&](int i) {
-      BENCH_CHECK_OK(kernels::WindowEncode(layout, dp, pools[i % rot].get(), nullptr));
+  // Encode (BF16 [N,H,V,K] in) and decode (FP32 [N,H,V,K] out) on a layout's pools: the 8-bit
+  // ones above, then the packed formats', each on pools of their own.
+  DeviceBuffer<float> out(size_t(batch) * kHeads * kD * kD);
+  const DenseParams op{batch, in.slot.get(), out.get(), DType::kFp32, Orientation::kVK};
+  auto time_codec = [&](const PoolLayout& pl, std::vector<DeviceBuffer<uint8_t>>& ps,
+                        double* encode_us, double* decode_us, double* encode_bytes,
+                        double* decode_bytes) {
+    const int n = static_cast<int>(ps.size());
+    *encode_us = TimeUs(n, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowEncode(pl, dp, ps[i % n].get(), nullptr));
     });
-    row.encode_bytes = heads * (2.0 * kD * kD + payload + header);
-    DeviceBuffer<float> out(size_t(batch) * kHeads * kD * kD);
-    DenseParams op{batch, in.slot.get(), out.get(), DType::kFp32, Orientation::kVK};
-    row.decode_us = TimeUs(rot, 5, [&](int i) {
-      BENCH_CHECK_OK(kernels::WindowDecode(layout, op, pools[i % rot].get(), nullptr));
+    *decode_us = TimeUs(n, 5, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowDecode(pl, op, ps[i % n].get(), nullptr));
     });
-    row.decode_bytes = heads * (payload + header + 4.0 * kD * kD);
-  }
-  // The same for the packed formats, each on pools of its own.
+    const double pb = double(pl.payload.payload_bytes);
+    *encode_bytes = heads * (2.0 * kD * kD + pb + header);
+    *decode_bytes = heads * (pb + header + 4.0 * kD * kD);
+  };
+  time_codec(layout, pools, &row.encode_us, &row.decode_us, &row.encode_bytes, &row.decode_bytes);
   for (int f = 0; f < 2; ++f) {
-    const BlobSpec packed_spec = BlobSpec::Leap(kind, f == 0 ? 6 : 4);
-    auto packed_or = MakePoolLayout(packed_spec, batch, kHeads);
+    auto packed_or = MakePoolLayout(BlobSpec::Leap(kind, f == 0 ? 6 : 4), batch, kHeads);
     if (!packed_or.ok()) std::exit(1);
-    const PoolLayout pl = *packed_or;
-    const int prot = Rotations(pl.pool_bytes(), dev.l2_bytes);
-    std::vector<DeviceBuffer<uint8_t>> ppools;
-    for (int r = 0; r < prot; ++r) ppools.emplace_back(pl.pool_bytes());
-    row.packed_encode_us[f] = TimeUs(prot, 5, [&](int i) {
-      BENCH_CHECK_OK(kernels::WindowEncode(pl, dp, ppools[i % prot].get(), nullptr));
-    });
-    DeviceBuffer<float> out(size_t(batch) * kHeads * kD * kD);
-    DenseParams op{batch, in.slot.get(), out.get(), DType::kFp32, Orientation::kVK};
-    row.packed_decode_us[f] = TimeUs(prot, 5, [&](int i) {
-      BENCH_CHECK_OK(kernels::WindowDecode(pl, op, ppools[i % prot].get(), nullptr));
-    });
-    const double ppayload = double(pl.payload.payload_bytes);
-    row.packed_encode_bytes[f] = heads * (2.0 * kD * kD + ppayload + header);
-    row.packed_decode_bytes[f] = heads * (ppayload + header + 4.0 * kD * kD);
+    std::vector<DeviceBuffer<uint8_t>> packed_pools;
+    const int prot = Rotations(packed_or->pool_bytes(), dev.l2_bytes);
+    for (int r = 0; r < prot; ++r) packed_pools.emplace_back(packed_or->pool_bytes());
+    time_codec(*packed_or, packed_pools, &row.packed_encode_us[f], &row.packed_decode_us[f],
+               &row.packed_encode_bytes[f], &row.packed_decode_bytes[f]);
   }
   (void)copy_gbs;
   return row;
@@ -465,11 +459,9 @@ int Main(int argc, char** argv) {
   }
   js << "  ],\n  \"packed_rows\": [\n";
   md << "\nEncode (BF16 [N,H,V,K] in) and decode (FP32 out) by code width: 8-bit (r = 4) as above, "
-        "6-bit "
-        "(r = 6) and 4-bit (r = 8) with packed codes.\n\n"
+        "6-bit (r = 6) and 4-bit (r = 8) with packed codes.\n\n"
      << "| kind | B | 8-bit encode us | GB/s | 8-bit decode us | GB/s | 6-bit encode us | GB/s | "
-        "6-bit decode us | "
-        "GB/s | 4-bit encode us | GB/s | 4-bit decode us | GB/s |\n"
+        "6-bit decode us | GB/s | 4-bit encode us | GB/s | 4-bit decode us | GB/s |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];

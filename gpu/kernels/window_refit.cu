@@ -69,9 +69,11 @@ constexpr int kFoldAreaBytes = sizeof(uint32_t) * FoldWords(kMaxWindow + kMaxRan
 constexpr int kOmegaFragmentBytes = 8 * 32 * 16;
 constexpr int kWorkBytes = kFoldAreaBytes + kOmegaFragmentBytes;
 
-// A warp's partial Gram matrix in OrthonormalizeCholesky: the upper triangle of rank 4, padded
-// to whole float4 loads.
-constexpr int kGramStride = 12;
+// A warp's partial Gram matrix in OrthonormalizeCholesky: the upper triangle of rank kR, padded
+// to whole float4 loads (12 floats at r = 4, 36 at the largest rank).
+__host__ __device__ constexpr int GramStride(int rank) {
+  return (rank * (rank + 1) / 2 + 3) / 4 * 4;
+}
 
 // Shared memory of one refit or encode CTA.
 struct Shared {
@@ -82,7 +84,7 @@ struct Shared {
   float row_base[kD];        // s_k[a] exp(G[a]) while reconstructing, pre while quantizing
   float fold_unscale[kD];    // 2^-e_a: undoes the fold's per-row operand scaling
   int32_t col_max[kD];       // column maxima as ordered ints (non-negative floats)
-  __align__(16) float gram[2][kD / 32][kGramStride];  // per pass and warp (CholeskyQR2)
+  __align__(16) float gram[2][kD / 32][GramStride(kMaxRank)];  // per pass and warp (CholeskyQR2)
   __align__(16) int8_t codes[kD * kCodePitch];  // [j][a], row pitch kCodePitch
   // Dynamic tail of the refit, sized by the pool's p and r at launch (RefitSharedBytes): one
   // head's staged reads (StageLayout).
@@ -257,9 +259,9 @@ constexpr float kGramMax = 1.26765060e+30f;        // 2^100
 // reference's Gram-Schmidt on them. Three barriers in all, against the Gram-Schmidt's 14
 // dependent warp reductions in a row while seven warps wait.
 template <int kR>
-__device__ __noinline__ void OrthonormalizeCholesky(Shared& sh, float (*X)[kD]) {
-  constexpr int kG = kR * (kR + 1) / 2;
-  static_assert(kG <= kGramStride, "a warp's Gram partial fits its row of sh.gram");
+__device__ __forceinline__ void OrthonormalizeCholeskyRank(Shared& sh, float (*X)[kD]) {
+  constexpr int kG = kR * (kR + 1) / 2, kStride = GramStride(kR);
+  static_assert(kR <= kMaxRank, "a warp's Gram partial fits its row of sh.gram");
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   auto at = [](int p, int q) { return p * kR - p * (p - 1) / 2 + (q - p); };  // p <= q
   bool ok = true;
@@ -286,9 +288,9 @@ __device__ __noinline__ void OrthonormalizeCholesky(Shared& sh, float (*X)[kD]) 
     }
     __syncthreads();
     if (t < kD) {
-      float G[kGramStride], R[kG], inv[kR];
+      float G[kStride], R[kG], inv[kR];
 #pragma unroll
-      for (int i = 0; i < kGramStride; i += 4) {
+      for (int i = 0; i < kStride; i += 4) {
         float4 v = *reinterpret_cast<const float4*>(&sh.gram[pass][0][i]);
 #pragma unroll
         for (int w = 1; w < kD / 32; ++w) {
@@ -332,11 +334,26 @@ __device__ __noinline__ void OrthonormalizeCholesky(Shared& sh, float (*X)[kD]) 
   }
 }
 
+// CholeskyQR2 at the rank of each code width: 4, and 6 and 8 where the kernel serves the packed
+// widths (kAnyWidth), so the refit carries only the first. One function for every rank, not
+// inlined: a function per rank made the packed encode spill more and run 10% slower.
+template <bool kAnyWidth>
+__device__ __noinline__ void OrthonormalizeCholesky(Shared& sh, float (*X)[kD], int r) {
+  if (kAnyWidth && r == 8) {
+    OrthonormalizeCholeskyRank<8>(sh, X);
+  } else if (kAnyWidth && r == 6) {
+    OrthonormalizeCholeskyRank<6>(sh, X);
+  } else {
+    OrthonormalizeCholeskyRank<4>(sh, X);
+  }
+}
+
 // The fit's orthonormalization of r factor columns, ending in a barrier: CholeskyQR2 for the
-// default rank, one warp's Gram-Schmidt for the others.
+// ranks of the code widths the kernel serves, one warp's Gram-Schmidt for the others.
+template <bool kAnyWidth>
 __device__ __forceinline__ void OrthonormalizeFactors(Shared& sh, float (*X)[kD], int r) {
-  if (r == 4) {
-    OrthonormalizeCholesky<4>(sh, X);
+  if (r == 4 || (kAnyWidth && (r == 6 || r == 8))) {
+    OrthonormalizeCholesky<kAnyWidth>(sh, X, r);
   } else {
     if (threadIdx.x < 32) Orthonormalize(X, r, threadIdx.x);
     __syncthreads();
@@ -1102,7 +1119,7 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
     RowProduct(x, [&](int kk) { return omega[32 * kk + fr.lane]; }, c);
     StoreRowProduct(fr, c, e0, e1, r, sh.kf);
     __syncthreads();
-    OrthonormalizeFactors(sh, sh.kf, r);
+    OrthonormalizeFactors<kAnyWidth>(sh, sh.kf, r);
     ColumnProductPartial(sh, x, r, fr, e0, e1, fmaxf(m0, m1));  // Z = S^T Qk, this warp's rows
     __syncthreads();
     for (int i = t; i < r * kD; i += kThreads) {
@@ -1112,7 +1129,7 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
       sh.vf[i / kD][i % kD] = z;
     }
     __syncthreads();
-    OrthonormalizeFactors(sh, sh.vf, r);
+    OrthonormalizeFactors<kAnyWidth>(sh, sh.vf, r);
     // K = S Qv
     RowProduct(x, [&](int kk) { return FactorFragments(sh.vf, r, fr, 16 * kk); }, c);
     StoreRowProduct(fr, c, e0, e1, r, sh.kf);
@@ -1270,7 +1287,10 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
   }
 }
 
-template <typename T>
+// kAnyWidth: the packed widths' paths (their ranks' factorizations, code packing) compiled in.
+// The 8-bit encode runs without them: with them present and never taken it spilled more and ran
+// 4-5% slower.
+template <typename T, bool kAnyWidth>
 __global__ void __launch_bounds__(kThreads, 2) EncodeKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
@@ -1297,7 +1317,7 @@ __global__ void __launch_bounds__(kThreads, 2) EncodeKernel(RegionArgs a) {
   if (a.rv.r > 0) BuildOmegaFragments(sh, a.rv.r);
   if (threadIdx.x < kD) sh.col_max[threadIdx.x] = 0;
   __syncthreads();
-  FitAndEncodeFragments<true>(sh, s, region, a.rv);
+  FitAndEncodeFragments<kAnyWidth>(sh, s, region, a.rv);
 }
 
 template <typename T>
@@ -1345,8 +1365,13 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
     return CudaStatus(
       [] {
         cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, RefitSharedBytes(kMaxWindow, kMaxRank, kD));
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, EncodeSharedBytes());
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(EncodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, EncodeSharedBytes());
+        for (auto* kernel :
+             {EncodeKernel<float, false>, EncodeKernel<float, true>,
+              EncodeKernel<__nv_bfloat16, false>, EncodeKernel<__nv_bfloat16, true>}) {
+          if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     EncodeSharedBytes());
+        }
         const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
@@ -1395,11 +1420,12 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, pool, p.states,
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
   const int grid = p.batch * layout.num_heads;
-  if (p.dtype == DType::kBf16) {
-    EncodeKernel<__nv_bfloat16><<<grid, kThreads, EncodeSharedBytes(), stream>>>(a);
-  } else {
-    EncodeKernel<float><<<grid, kThreads, EncodeSharedBytes(), stream>>>(a);
-  }
+  const bool packed = layout.spec.bits != 8;
+  auto* kernel =
+      p.dtype == DType::kBf16
+          ? (packed ? EncodeKernel<__nv_bfloat16, true> : EncodeKernel<__nv_bfloat16, false>)
+          : (packed ? EncodeKernel<float, true> : EncodeKernel<float, false>);
+  kernel<<<grid, kThreads, EncodeSharedBytes(), stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }

@@ -7,7 +7,8 @@
 // records into its window, as under continuous batching) and in lockstep (all refit together);
 // staggered also with each token's refit on a second stream, overlapped with the other requests'
 // steps, to decide by measurement whether the refit belongs beside the step or after it.
-// Encode and decode are also timed at 6 and 4 bits (packed codes, r = 6 and 8).
+// Encode, decode, the step alone and the lockstep cycle are also timed at 6 and 4 bits (packed
+// codes, r = 6 and 8).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -178,9 +179,10 @@ struct Row {
   double fp32_graph_us, window_graph_us, window_overlap_us;
   double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
   double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
-  // Encode and decode of the 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1]
-  // 4-bit.
+  // The 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1] 4-bit. Encode, decode,
+  // the step alone and the lockstep cycle (step + refit launch per token).
   double packed_encode_us[2], packed_decode_us[2], packed_encode_bytes[2], packed_decode_bytes[2];
+  double packed_step_us[2], packed_lock_us[2];
 };
 
 Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
@@ -371,8 +373,21 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     std::vector<DeviceBuffer<uint8_t>> packed_pools;
     const int prot = Rotations(packed_or->pool_bytes(), dev.l2_bytes);
     for (int r = 0; r < prot; ++r) packed_pools.emplace_back(packed_or->pool_bytes());
-    time_codec(*packed_or, packed_pools, &row.packed_encode_us[f], &row.packed_decode_us[f],
+    const PoolLayout& pl = *packed_or;
+    time_codec(pl, packed_pools, &row.packed_encode_us[f], &row.packed_decode_us[f],
                &row.packed_encode_bytes[f], &row.packed_decode_bytes[f]);
+    // The pools hold fresh boundaries: 7 warm-up and 7 timed steps per pool, as the 8-bit step.
+    row.packed_step_us[f] = TimeUs(7 * prot, 1, [&](int i) {
+      BENCH_CHECK_OK(
+          kernels::WindowDecodeStep(pl, in.params, packed_pools[i % prot].get(), nullptr));
+    });
+    for (auto& pool : packed_pools)
+      BENCH_CHECK_OK(kernels::WindowEncode(pl, dp, pool.get(), nullptr));
+    row.packed_lock_us[f] = TimeUs(p * prot, 5, [&](int i) {
+      uint8_t* pool = packed_pools[(i / p) % prot].get();
+      BENCH_CHECK_OK(kernels::WindowDecodeStep(pl, in.params, pool, nullptr));
+      BENCH_CHECK_OK(kernels::WindowRefit(pl, in.slot.get(), batch, pool, nullptr));
+    });
   }
   (void)copy_gbs;
   return row;
@@ -458,11 +473,14 @@ int Main(int argc, char** argv) {
        << ", \"window_staggered_overlapped_us\": " << r.window_overlap_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"packed_rows\": [\n";
-  md << "\nEncode (BF16 [N,H,V,K] in) and decode (FP32 out) by code width: 8-bit (r = 4) as above, "
-        "6-bit (r = 6) and 4-bit (r = 8) with packed codes.\n\n"
+  md << "\nBy code width: 8-bit (r = 4) as above, 6-bit (r = 6) and 4-bit (r = 8) with packed "
+        "codes. Encode (BF16 [N,H,V,K] in), decode (FP32 out), the step alone, and the lockstep "
+        "cycle (per token) with its speedup over the FP32 kernel.\n\n"
      << "| kind | B | 8-bit encode us | GB/s | 8-bit decode us | GB/s | 6-bit encode us | GB/s | "
-        "6-bit decode us | GB/s | 4-bit encode us | GB/s | 4-bit decode us | GB/s |\n"
-     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "6-bit decode us | GB/s | 6-bit step us | 6-bit lockstep us | speedup | 4-bit encode us | "
+        "GB/s | 4-bit decode us | GB/s | 4-bit step us | 4-bit lockstep us | speedup |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|---:|\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     md << "| " << r.kind << " | " << r.batch << " | " << F(r.encode_us) << " | "
@@ -474,11 +492,15 @@ int Main(int argc, char** argv) {
       md << " | " << F(r.packed_encode_us[f]) << " | "
          << F(gbs(r.packed_encode_bytes[f], r.packed_encode_us[f]), 0) << " | "
          << F(r.packed_decode_us[f]) << " | "
-         << F(gbs(r.packed_decode_bytes[f], r.packed_decode_us[f]), 0);
+         << F(gbs(r.packed_decode_bytes[f], r.packed_decode_us[f]), 0) << " | "
+         << F(r.packed_step_us[f]) << " | " << F(r.packed_lock_us[f]) << " | "
+         << F(r.fp32_us / r.packed_lock_us[f], 2) << "x";
       js << ", \"encode_" << name << "_us\": " << r.packed_encode_us[f] << ", \"encode_" << name
          << "_bytes\": " << r.packed_encode_bytes[f] << ", \"decode_" << name
          << "_us\": " << r.packed_decode_us[f] << ", \"decode_" << name
-         << "_bytes\": " << r.packed_decode_bytes[f];
+         << "_bytes\": " << r.packed_decode_bytes[f] << ", \"step_only_" << name
+         << "_us\": " << r.packed_step_us[f] << ", \"window_lockstep_" << name
+         << "_us\": " << r.packed_lock_us[f];
     }
     md << " |\n";
     js << "}" << (i + 1 < rows.size() ? "," : "") << "\n";

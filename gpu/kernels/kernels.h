@@ -45,8 +45,8 @@ Status Fp32DecodeStep(StateKind kind, const StepParams& p, float* state_pool, in
                       cudaStream_t stream);
 
 // The window format's decode step (FORMAT.md section 5) on a pool laid out by `layout`
-// (kLeap, 8-bit): for each request computes u and o from the boundary payload and the open
-// window's records without materialising the state, and appends the record. A head whose
+// (kLeap at 8, 6 or 4 bits): for each request computes u and o from the boundary payload and the
+// open window's records without materialising the state, and appends the record. A head whose
 // window is full (n == p) must be refitted (WindowRefit) before its next step.
 Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
                         cudaStream_t stream);
@@ -60,7 +60,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
 // Dense states <-> pool regions. `states` is [batch][num_heads][dk][dv] (kKV) or
 // [batch][num_heads][dv][dk] (kVK) in `dtype`, aligned to two elements. Encode writes a fresh
 // boundary (n = 0, G = 0); decode writes the state the region represents, open window included.
-// Both take pools of the leap codec at 8, 6 or 4 bits (the step and the refit: 8 only).
+// Every window kernel takes pools of the leap codec at 8, 6 or 4 bits.
 struct DenseParams {
   int batch = 0;
   const int32_t* slot = nullptr;  // [batch]

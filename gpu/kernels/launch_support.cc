@@ -42,19 +42,17 @@ Status ValidateStepParams(const StepParams& p, int dk) {
   return OkStatus();
 }
 
-Status ValidatePoolLayout(const PoolLayout& l, const void* pool, bool packed_codes) {
+Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
   if (pool == nullptr) return InvalidArgumentError("pool is null");
   if (!Aligned(pool, 128)) return InvalidArgumentError("pool must be 128-byte aligned");
   if (l.spec.dk != kKernelDim || l.spec.dv != kKernelDim) {
     return InvalidArgumentError("kernels are built for dk = dv = 128 (pool has dk = " +
                                 std::to_string(l.spec.dk) + ", dv = " + std::to_string(l.spec.dv) + ")");
   }
-  const bool bits_ok = l.spec.bits == 8 || (packed_codes && (l.spec.bits == 6 || l.spec.bits == 4));
+  const bool bits_ok = l.spec.bits == 8 || l.spec.bits == 6 || l.spec.bits == 4;
   if (l.spec.codec != Codec::kLeap || !bits_ok) {
-    return InvalidArgumentError(std::string(packed_codes
-                                                ? "encode and decode run the 8-, 6- and 4-bit"
-                                                : "the step and refit run the 8-bit") +
-                                " leap codec (pool is " + l.spec.ToString() + ")");
+    return InvalidArgumentError("the window kernels run the 8-, 6- and 4-bit leap codec (pool is " +
+                                l.spec.ToString() + ")");
   }
   if (l.region_bytes % 128 != 0) return InvalidArgumentError("pool region size must be a multiple of 128");
   return OkStatus();

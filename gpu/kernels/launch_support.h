@@ -10,10 +10,8 @@
 namespace leapcache::kernels {
 
 Status ValidateStepParams(const StepParams& p, int dk);
-// A pool the region kernels serve: the leap codec at dk = dv = kKernelDim, at 8 bits, or also at
-// 6 and 4 (packed codes) where `packed_codes` (encode and decode; the step and refit read int8
-// codes).
-Status ValidatePoolLayout(const PoolLayout& l, const void* pool, bool packed_codes = false);
+// A pool the window kernels serve: the leap codec at 8, 6 or 4 bits, dk = dv = kKernelDim.
+Status ValidatePoolLayout(const PoolLayout& l, const void* pool);
 
 // Multiprocessors of the current device (read once per device).
 int SmCount();

@@ -16,10 +16,10 @@
 //                cores; orth by CholeskyQR2 over all rows at once, or by the reference's
 //                Gram-Schmidt in one warp where the columns are nearly dependent), balanced fp16
 //                pairs, residual, row smoothing, column scales, round-to-nearest-even codes.
-// Codes are int8 in shared memory throughout. Encode and decode also serve the 6- and 4-bit
-// formats (r = 6, 8): their packed rows are widened in place once staged (UnpackCodeRow) and
-// packed as they are written out (PackCodeRow); the step reads int8 codes, so the refit stays
-// 8-bit.
+// Codes are int8 in shared memory throughout. Every kernel also serves the 6- and 4-bit formats
+// (r = 6, 8): their packed rows are widened in place once staged (UnpackCodeRow) and packed as
+// they are written out (PackCodeRow), in kernel instances of their own (kAnyWidth), so the
+// 8-bit ones carry none of it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -335,7 +335,7 @@ __device__ __forceinline__ void OrthonormalizeCholeskyRank(Shared& sh, float (*X
 }
 
 // CholeskyQR2 at the rank of each code width: 4, and 6 and 8 where the kernel serves the packed
-// widths (kAnyWidth), so the refit carries only the first. One function for every rank, not
+// widths (kAnyWidth), so the 8-bit kernels carry only the first. One function for every rank, not
 // inlined: a function per rank made the packed encode spill more and run 10% slower.
 template <bool kAnyWidth>
 __device__ __noinline__ void OrthonormalizeCholesky(Shared& sh, float (*X)[kD], int r) {
@@ -369,10 +369,10 @@ __device__ __forceinline__ float CodeToFloat(uint32_t biased) {
   return __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650 + kByte)) - 8388736.0f;
 }
 
-// The code width and largest code of a launch: the pool's where a kernel serves every width
-// (kAnyWidth: encode, decode), 8 bits as compile-time constants where it serves 8 only (the
-// refit: none of the packed paths is compiled into it, which kept its staggered launch 2% faster
-// for KDA than with them present and never taken).
+// The code width and largest code of a launch: the pool's in the kernels that serve the packed
+// widths (kAnyWidth), 8 bits as compile-time constants in the 8-bit ones (none of the packed
+// paths compiled in: present and never taken, they made the refit's staggered launch 2% slower
+// for KDA and the encode 4-5% slower).
 template <bool kAnyWidth>
 __device__ __forceinline__ int CodeBits(const RegionView& rv) {
   return kAnyWidth ? rv.bits : 8;
@@ -1244,7 +1244,9 @@ __device__ __forceinline__ uint8_t* RegionOf(const RegionArgs& a, int* slot_out)
 // Persistent: CTA c owns the (request, head) items c, c + G, c + 2G, ... (G = gridDim.x), so
 // the heads of one request, which fall due together, spread over all CTAs. The CTA reads the
 // record counts of 256 of its items at once, compacts the due ones, and refits them in turn:
-// a launch with nothing due costs one read per head.
+// a launch with nothing due costs one read per head. kAnyWidth: the 6- and 4-bit pools' kernel
+// (packed codes, r = 6 and 8); the 8-bit one carries none of their paths.
+template <bool kAnyWidth>
 __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
@@ -1275,13 +1277,13 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
       uint8_t* region = region_of(s_due[i]);
       // A due head's window holds p records (n >= p is due, and a window never holds more), so
       // every read is issued at once, without waiting for the record count.
-      StageReads<false>(sh, region, a.rv, a.rv.p);
+      StageReads<kAnyWidth>(sh, region, a.rv, a.rv.p);
       float s[kD / 8][4];
-      FoldStaged<1, false>(sh, a.rv, a.rv.p, a.kda,
-                           [&](int nt, float s00, float s01, float s10, float s11) {
-                             s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
-                           });
-      FitAndEncodeFragments<false>(sh, s, region, a.rv);
+      FoldStaged<1, kAnyWidth>(sh, a.rv, a.rv.p, a.kda,
+                               [&](int nt, float s00, float s01, float s10, float s11) {
+                                 s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
+                               });
+      FitAndEncodeFragments<kAnyWidth>(sh, s, region, a.rv);
       __syncthreads();  // the next head's staging overwrites what this one read last
     }
   }
@@ -1357,27 +1359,36 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
 namespace {
 
 Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int32_t* slot,
-                           int batch, bool packed_codes) {
-  LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool, packed_codes));
+                           int batch) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
   if (batch < 0) return InvalidArgumentError("batch must be >= 0");
   if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
   return OncePerDevice([] {
     return CudaStatus(
-      [] {
-        cudaError_t e = cudaFuncSetAttribute(RefitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, RefitSharedBytes(kMaxWindow, kMaxRank, kD));
-        for (auto* kernel :
-             {EncodeKernel<float, false>, EncodeKernel<float, true>,
-              EncodeKernel<__nv_bfloat16, false>, EncodeKernel<__nv_bfloat16, true>}) {
+        [] {
+          cudaError_t e = cudaSuccess;
+          for (auto* kernel : {RefitKernel<false>, RefitKernel<true>}) {
+            if (e == cudaSuccess)
+              e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       RefitSharedBytes(kMaxWindow, kMaxRank, kD));
+          }
+          for (auto* kernel :
+               {EncodeKernel<float, false>, EncodeKernel<float, true>,
+                EncodeKernel<__nv_bfloat16, false>, EncodeKernel<__nv_bfloat16, true>}) {
+            if (e == cudaSuccess)
+              e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       EncodeSharedBytes());
+          }
+          const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
           if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     EncodeSharedBytes());
-        }
-        const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
-        return e;
-      }(),
-      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
+            e = cudaFuncSetAttribute(DecodeKernel<float>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
+          if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(DecodeKernel<__nv_bfloat16>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, decode_max);
+          return e;
+        }(),
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
   });
 }
 
@@ -1400,21 +1411,22 @@ Status ValidateDense(const DenseParams& p) {
 
 Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uint8_t* pool,
                    cudaStream_t stream) {
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, slot, batch, false));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, slot, batch));
   if (batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), batch, slot, pool, nullptr, 0,
                layout.spec.kind == StateKind::kKda};
   // One CTA per resident slot (two per SM), never more than there are heads.
   const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
   const size_t smem = RefitSharedBytes(layout.spec.p, layout.spec.r, layout.gate);
-  RefitKernel<<<grid, kThreads, smem, stream>>>(a);
+  auto* kernel = layout.spec.bits != 8 ? RefitKernel<true> : RefitKernel<false>;
+  kernel<<<grid, kThreads, smem, stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }
 
 Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* pool,
                     cudaStream_t stream) {
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch, true));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   LEAPCACHE_RETURN_IF_ERROR(ValidateDense(p));
   if (p.batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, pool, p.states,
@@ -1432,7 +1444,7 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
 
 Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_t* pool,
                     cudaStream_t stream) {
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch, true));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   LEAPCACHE_RETURN_IF_ERROR(ValidateDense(p));
   if (p.batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, const_cast<uint8_t*>(pool), p.states,

@@ -101,7 +101,41 @@ __device__ __forceinline__ void SplitIntoLimbs(float y, int8_t* limb, int stride
   }
 }
 
-template <bool kKda, typename TIn, typename TOut>
+// Packed code rows (FORMAT.md section 3) widened to the int8 layout the code pass reads: the 16
+// codes a lane takes from a row (keys 16 c .. 16 c + 15 of one half) as four words of int8.
+// A b-bit field v sign-extends within its byte as ((v ^ m) + (128 - m)) ^ 128 with m = 2^(b-1):
+// no carry crosses a byte, since v ^ m + 128 - m < 256.
+__device__ __forceinline__ uint32_t SignExtendBytes(uint32_t v, uint32_t m) {
+  return ((v ^ (m * 0x01010101u)) + (128u - m) * 0x01010101u) ^ 0x80808080u;
+}
+
+// 4-bit: two words of eight nibbles each, code 2 i in the low nibble of byte i.
+__device__ __forceinline__ uint4 WidenNibbles(uint32_t w0, uint32_t w1) {
+  auto two = [](uint32_t w, uint32_t& lo, uint32_t& hi) {
+    const uint32_t even = w & 0x0f0f0f0fu, odd = (w >> 4) & 0x0f0f0f0fu;
+    lo = SignExtendBytes(__byte_perm(even, odd, 0x5140), 8);  // codes 0-3
+    hi = SignExtendBytes(__byte_perm(even, odd, 0x7362), 8);  // codes 4-7
+  };
+  uint4 out;
+  two(w0, out.x, out.y);
+  two(w1, out.z, out.w);
+  return out;
+}
+
+// 6-bit: three words, four codes to each 24-bit little-endian group.
+__device__ __forceinline__ uint4 WidenSixes(uint32_t o0, uint32_t o1, uint32_t o2) {
+  auto four = [](uint32_t v) {
+    const uint32_t bytes =
+        (v & 0x3fu) | ((v << 2) & 0x3f00u) | ((v << 4) & 0x3f0000u) | ((v << 6) & 0x3f000000u);
+    return SignExtendBytes(bytes, 32);
+  };
+  return make_uint4(four(o0), four(__funnelshift_r(o0, o1, 24)), four(__funnelshift_r(o1, o2, 16)),
+                    four(o2 >> 8));
+}
+
+// kPacked: the pool's codes are 6- or 4-bit (rv.bits), read packed and widened before the code
+// pass; the 8-bit kernels carry none of it (their registers set their CTAs per SM).
+template <bool kKda, bool kPacked, typename TIn, typename TOut>
 __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepArgs a) {
   // Read by float4 in phase B.
   __shared__ __align__(16) float s_yk[kD], s_yq[kD];  // exp(G) * x
@@ -148,10 +182,23 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   // [16 c, +16) and [64 + 16 c, +16) of each (64 contiguous bytes per row and load).
   const int g = lane / 4, c4 = lane % 4;
   uint4 codes[8];  // [mt][row g / g + 8][low / high half of the row]
+  // Packed rows: the same keys' 8 (4-bit) or 12 (6-bit) bytes, widened in phase C.
+  uint32_t packed[8][3];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int j = 32 * warp + 16 * (i / 4) + g + 8 * ((i / 2) % 2);
-    codes[i] = __ldcs(reinterpret_cast<const uint4*>(region + rv.codes + j * kD + 64 * (i % 2) + 16 * c4));
+    if constexpr (kPacked) {
+      const int row_bytes = kD * rv.bits / 8;
+      const uint8_t* piece =
+          region + rv.codes + j * row_bytes + (row_bytes / 2) * (i % 2) + (row_bytes / 8) * c4;
+      const uint32_t* w = reinterpret_cast<const uint32_t*>(piece);
+      packed[i][0] = __ldcs(w);
+      packed[i][1] = __ldcs(w + 1);
+      packed[i][2] = rv.bits == 6 ? __ldcs(w + 2) : 0u;
+    } else {
+      codes[i] = __ldcs(
+          reinterpret_cast<const uint4*>(region + rv.codes + j * kD + 64 * (i % 2) + 16 * c4));
+    }
   }
   const int n = *reinterpret_cast<const int32_t*>(region + rv.window);
   // Thread t needs only key row t's scale s_k and value column t's scale s_v: plain loads,
@@ -178,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
     }
     if (comp_bytes > 0) BulkCopy(s_comp, region + rv.comp, comp_bytes, &s_bar);
   }
-  const float cf = col_scale / 127.0f;
+  const float cf = col_scale / (kPacked ? rv.code_max : 127.0f);
   // Log-gates clamped at -1000 as reference::kMinLogGate: same decay, no overflow of G.
   const float Gt = G_old + fmaxf(g_in, -1000.0f);
   // The read vectors. The first block barrier (in BlockSumN or BlockMaxN) publishes the
@@ -216,6 +263,13 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   // of the 8 words this lane loaded per row; B column n = g is limb row g of s_limbs at the
   // same keys, which are the same words of the same 16-byte loads. Any permutation of the key
   // index gives the same sum.
+  if constexpr (kPacked) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      codes[i] = rv.bits == 4 ? WidenNibbles(packed[i][0], packed[i][1])
+                              : WidenSixes(packed[i][0], packed[i][1], packed[i][2]);
+    }
+  }
   uint32_t bfrag[8];
   {
     const uint4 lo = *reinterpret_cast<const uint4*>(&s_limbs[g][16 * c4]);
@@ -368,9 +422,14 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
   const dim3 grid(p.batch * p.num_heads), block(kThreads);
   const bool kda = layout.spec.kind == StateKind::kKda;
   const int stage_bytes = StepStage(layout.spec.p, layout.spec.r, layout.gate).bytes;
+  const bool packed = layout.spec.bits != 8;
   DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {
-    WindowStepKernel<decltype(kda_c)::value, typename decltype(in_t)::type, typename decltype(out_t)::type>
-        <<<grid, block, stage_bytes, stream>>>(a);
+    constexpr bool kKda = decltype(kda_c)::value;
+    using TIn = typename decltype(in_t)::type;
+    using TOut = typename decltype(out_t)::type;
+    auto* kernel =
+        packed ? WindowStepKernel<kKda, true, TIn, TOut> : WindowStepKernel<kKda, false, TIn, TOut>;
+    kernel<<<grid, block, stage_bytes, stream>>>(a);
   });
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

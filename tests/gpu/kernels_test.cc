@@ -278,6 +278,7 @@ struct WindowCase {
   bool all_due;    // every head starts one record short of the boundary
   int heads = 4;   // 96: more due heads than the refit has CTAs (two per SM), so CTAs refit
                    // two or three in turn, each staged over what the previous one left
+  int bits = 8;    // 6 and 4: packed codes, r = 6 and 8
 };
 
 class WindowStepTest : public ::testing::TestWithParam<WindowCase> {};
@@ -324,7 +325,7 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
   const int batch = 7, heads = c.heads, num_slots = 12;
-  const BlobSpec spec = BlobSpec::Leap(c.kind, 8);
+  const BlobSpec spec = BlobSpec::Leap(c.kind, c.bits);
   auto layout = MakePoolLayout(spec, num_slots, heads);
   ASSERT_TRUE(layout.ok());
   const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
@@ -427,8 +428,20 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       // differently; everything else is the same arithmetic in another order (and, without a
       // refit, the new record's rounding as above).
       const L2Gap gap = Gap(S_gpu.data(), S_ref.data(), S_ref.size());
-      EXPECT_LE(gap.gap, refit ? 2e-3 * gap.ref : 1e-4 * gap.ref + std::ldexp(record_in_S, -10))
-          << "state, b " << b << " h " << h << " refit " << refit;
+      if (refit && c.bits != 8) {
+        // At 6 and 4 bits a code step is 4 and 18 times an 8-bit one, and the fit picks r = 6
+        // of the random state's eight outlier directions (nearly degenerate) where the two sides
+        // may pick differently: bounded by the codec's own error, as EncodeDecodeTest bounds it,
+        // against the state the GPU decoded before the refit.
+        const float* exact = live.data() + (size_t(b) * heads + h) * kD * kD;
+        const double cpu_err = RelL2(S_ref.data(), exact, S_ref.size());
+        const double gpu_err = RelL2(S_gpu.data(), exact, S_gpu.size());
+        EXPECT_LE(gap.gap, 0.5 * cpu_err * gap.ref) << "state, b " << b << " h " << h << " refit";
+        EXPECT_LT(gpu_err, 1.05 * cpu_err + 1e-6) << "GPU refit worse than the reference";
+      } else {
+        EXPECT_LE(gap.gap, refit ? 2e-3 * gap.ref : 1e-4 * gap.ref + std::ldexp(record_in_S, -10))
+            << "state, b " << b << " h " << h << " refit " << refit;
+      }
     }
   }
   if (c.all_due) {
@@ -448,7 +461,11 @@ INSTANTIATE_TEST_SUITE_P(All, WindowStepTest,
                                            WindowCase{StateKind::kKda, DType::kBf16, false},
                                            WindowCase{StateKind::kKda, DType::kFp32, true},
                                            WindowCase{StateKind::kGdn, DType::kBf16, true, 96},
-                                           WindowCase{StateKind::kKda, DType::kBf16, true, 96}));
+                                           WindowCase{StateKind::kKda, DType::kBf16, true, 96},
+                                           WindowCase{StateKind::kGdn, DType::kFp32, false, 4, 6},
+                                           WindowCase{StateKind::kKda, DType::kBf16, true, 4, 6},
+                                           WindowCase{StateKind::kGdn, DType::kBf16, true, 4, 4},
+                                           WindowCase{StateKind::kKda, DType::kFp32, false, 4, 4}));
 
 // A window that is full (n = p) and was not refitted before the next step is a caller bug: the
 // step must leave every byte of the head's region as it was and write NaN to its output, so
@@ -739,20 +756,31 @@ TEST(LaunchChecks, RejectBadArguments) {
   EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
   s = WindowDecode(*layout, misaligned, pool.get(), nullptr);
   EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
-  // Packed codes: encode and decode take 6- and 4-bit pools, the step and the refit do not.
+  // Every window kernel takes 6- and 4-bit pools; no kernel takes another codec's pool.
+  StepParams empty_step;  // batch 0: only the pool is checked
+  empty_step.num_heads = 2;
+  const DenseParams empty{0, slot.get(), dense.get(), DType::kFp32, Orientation::kKV};
   for (int bits : {6, 4}) {
     auto packed = MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, bits), 2, 2);
     ASSERT_TRUE(packed.ok());
-    s = WindowRefit(*packed, slot.get(), 1, pool.get(), nullptr);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(s.message().find("8-bit"), std::string::npos) << s.message();
-    StepParams sp;  // batch 0: only the pool is checked
-    sp.num_heads = 2;
-    s = WindowDecodeStep(*packed, sp, pool.get(), nullptr);
-    EXPECT_NE(s.message().find("8-bit"), std::string::npos) << s.message();
-    const DenseParams empty{0, slot.get(), dense.get(), DType::kFp32, Orientation::kKV};
+    EXPECT_TRUE(WindowRefit(*packed, slot.get(), 0, pool.get(), nullptr).ok());
+    EXPECT_TRUE(WindowDecodeStep(*packed, empty_step, pool.get(), nullptr).ok());
     EXPECT_TRUE(WindowEncode(*packed, empty, pool.get(), nullptr).ok());
     EXPECT_TRUE(WindowDecode(*packed, empty, pool.get(), nullptr).ok());
+  }
+  BlobSpec int_col_spec = BlobSpec::Leap(StateKind::kGdn, 8);
+  int_col_spec.codec = Codec::kIntCol;
+  int_col_spec.r = 0;
+  int_col_spec.p = 1;
+  int_col_spec.smoothing = false;
+  auto int_col = MakePoolLayout(int_col_spec, 2, 2);
+  ASSERT_TRUE(int_col.ok());
+  for (Status st : {WindowRefit(*int_col, slot.get(), 0, pool.get(), nullptr),
+                    WindowDecodeStep(*int_col, empty_step, pool.get(), nullptr),
+                    WindowEncode(*int_col, empty, pool.get(), nullptr),
+                    WindowDecode(*int_col, empty, pool.get(), nullptr)}) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("leap codec"), std::string::npos) << st.message();
   }
 }
 

@@ -1,8 +1,9 @@
 // The CUDA attached-decode backend on the device against the CPU backend (the reference), for
-// GDN and KDA, window (leap 8-bit) and FP32 live forms, over 272 tokens (17 refits) of two layers:
-// outputs close to the reference's all along (the kernels round like the reference up to
-// one-code ties at refits), padding rows zero, an untouched slot still the zero state, and a slot
-// loaded from an exported checkpoint tracking its source bit for bit.
+// GDN and KDA, window (leap 8-, 6- and 4-bit) and FP32 live forms, over 272 tokens (17 refits) of
+// two layers: outputs close to the reference's all along (the kernels round like the reference up
+// to one-code ties at refits, which weigh more the coarser the codes), padding rows zero, an
+// untouched slot still the zero state, and a slot loaded from an exported checkpoint tracking its
+// source bit for bit.
 #include "service/decode/cuda_decode_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "service/decode/cpu_decode_backend.h"
 #include "tests/unit/decode/decode_test_util.h"
@@ -24,13 +26,14 @@ using testing::RandomStep;
 struct Case {
   StateKind kind;
   Codec codec;
+  int bits = 8;  // leap: 8, 6 or 4
 };
 
 class CudaDecodeBackendTest : public ::testing::TestWithParam<Case> {
  protected:
   DecodeShape Shape() const {
     DecodeShape s;
-    s.spec = BlobSpec::Leap(GetParam().kind, 8, 128, 128);
+    s.spec = BlobSpec::Leap(GetParam().kind, GetParam().bits, 128, 128);
     if (GetParam().codec == Codec::kFp32) {
       s.spec.codec = Codec::kFp32;
       s.spec.bits = 32;
@@ -82,7 +85,10 @@ TEST_P(CudaDecodeBackendTest, TracksTheCpuBackend) {
   }
   std::printf("worst per-step output rel. L2, CUDA vs CPU backend over %d tokens: %.3g\n", tokens,
               worst);
-  EXPECT_LT(worst, 1e-2);
+  // Twice the format's own readout error at each width (README's accuracy table: about 5e-3,
+  // 1.2e-2 and 3e-2 at 8, 6 and 4 bits).
+  const int bits = GetParam().codec == Codec::kLeap ? GetParam().bits : 8;
+  EXPECT_LT(worst, bits == 8 ? 1e-2 : bits == 6 ? 2.5e-2 : 6e-2);
   // The untouched slot exports exactly the zero state's blobs.
   EXPECT_EQ(std::move((*gpu)->Export(1)).value(), std::move(cpu->Export(1)).value());
 
@@ -140,15 +146,17 @@ TEST_P(CudaDecodeBackendTest, EveryDeviceOfOneProcessAgrees) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, CudaDecodeBackendTest,
-                         ::testing::Values(Case{StateKind::kGdn, Codec::kLeap},
-                                           Case{StateKind::kKda, Codec::kLeap},
-                                           Case{StateKind::kGdn, Codec::kFp32},
-                                           Case{StateKind::kKda, Codec::kFp32}),
-                         [](const auto& info) {
-                           return std::string(info.param.kind == StateKind::kGdn ? "Gdn" : "Kda") +
-                                  (info.param.codec == Codec::kLeap ? "Leap8" : "Fp32");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Formats, CudaDecodeBackendTest,
+    ::testing::Values(Case{StateKind::kGdn, Codec::kLeap}, Case{StateKind::kKda, Codec::kLeap},
+                      Case{StateKind::kGdn, Codec::kLeap, 6},
+                      Case{StateKind::kKda, Codec::kLeap, 4}, Case{StateKind::kGdn, Codec::kFp32},
+                      Case{StateKind::kKda, Codec::kFp32}),
+    [](const auto& info) {
+      return std::string(info.param.kind == StateKind::kGdn ? "Gdn" : "Kda") +
+             (info.param.codec == Codec::kLeap ? "Leap" + std::to_string(info.param.bits)
+                                               : std::string("Fp32"));
+    });
 
 }  // namespace
 }  // namespace leapcache::decode

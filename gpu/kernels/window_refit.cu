@@ -30,13 +30,14 @@
 #include <type_traits>
 
 #include "gpu/half.h"
-#include "gpu/reference/compensators.h"
+#include "gpu/kernels/code_packing.cuh"
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"
 #include "gpu/kernels/launch_support.h"
 #include "gpu/kernels/mma.cuh"
 #include "gpu/kernels/region.cuh"
+#include "gpu/reference/compensators.h"
 
 namespace leapcache::kernels {
 namespace {
@@ -380,88 +381,6 @@ __device__ __forceinline__ int CodeBits(const RegionView& rv) {
 template <bool kAnyWidth>
 __device__ __forceinline__ float CodeMax(const RegionView& rv) {
   return kAnyWidth ? rv.code_max : 127.0f;
-}
-
-// Packed codes (FORMAT.md section 3: bit t of a row's bit string is bit t % 8 of byte t / 8) to
-// and from the int8 rows the kernels work in, one row of kD codes per call: 6-bit codes four to
-// a 24-bit little-endian word, 4-bit codes two to a byte, low nibble first. `row` is a row of
-// the shared code array; the packed row is kD * bits / 8 bytes (96 or 64, 16-byte aligned).
-__device__ __forceinline__ void PackCodeRow(const int8_t* row, int bits, uint8_t* out) {
-  const uint4* in = reinterpret_cast<const uint4*>(row);
-  uint4* dst = reinterpret_cast<uint4*>(out);
-  if (bits == 4) {
-#pragma unroll
-    for (int i = 0; i < kD / 32; ++i) {  // 32 codes -> 16 bytes
-      const uint4 a = in[2 * i], b = in[2 * i + 1];
-      // Bytes b0..b3 of a word -> nibbles: x | x >> 4 puts n0 | n1 << 4 in byte 0 and
-      // n2 | n3 << 4 in byte 2.
-      auto two = [](uint32_t w0, uint32_t w1) {
-        const uint32_t x0 = w0 & 0x0f0f0f0fu, x1 = w1 & 0x0f0f0f0fu;
-        return __byte_perm(x0 | (x0 >> 4), x1 | (x1 >> 4), 0x6420);
-      };
-      dst[i] = make_uint4(two(a.x, a.y), two(a.z, a.w), two(b.x, b.y), two(b.z, b.w));
-    }
-  } else {  // 6
-#pragma unroll
-    for (int i = 0; i < kD / 16; ++i) {  // 16 codes -> 12 bytes, three words
-      const uint4 a = in[i];
-      auto v24 = [](uint32_t w) {
-        return (w & 0x3fu) | ((w >> 8) & 0x3fu) << 6 | ((w >> 16) & 0x3fu) << 12 |
-               ((w >> 24) & 0x3fu) << 18;
-      };
-      const uint32_t v0 = v24(a.x), v1 = v24(a.y), v2 = v24(a.z), v3 = v24(a.w);
-      uint32_t* o = reinterpret_cast<uint32_t*>(out) + 3 * i;
-      o[0] = v0 | v1 << 24;
-      o[1] = v1 >> 8 | v2 << 16;
-      o[2] = v2 >> 16 | v3 << 8;
-    }
-  }
-}
-
-// The inverse, in place: the packed row occupies the first kD * bits / 8 bytes of `row`, which
-// this thread alone reads and then overwrites with kD int8 codes.
-__device__ __forceinline__ void UnpackCodeRow(int8_t* row, int bits) {
-  uint32_t w[kD / 4];  // the packed row (24 or 16 words used)
-  uint32_t* r32 = reinterpret_cast<uint32_t*>(row);
-  uint32_t out[kD / 4];
-  if (bits == 4) {
-#pragma unroll
-    for (int i = 0; i < kD / 8; ++i) w[i] = r32[i];
-#pragma unroll
-    for (int i = 0; i < kD / 8; ++i) {  // 8 nibbles -> two words of int8
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int c = static_cast<int>(w[i] << (28 - 4 * (4 * h + k))) >> 28;
-          word |= (static_cast<uint32_t>(c) & 0xffu) << (8 * k);
-        }
-        out[2 * i + h] = word;
-      }
-    }
-  } else {  // 6
-#pragma unroll
-    for (int i = 0; i < kD * 6 / 32; ++i) w[i] = r32[i];
-#pragma unroll
-    for (int i = 0; i < kD / 16; ++i) {  // three words -> 16 codes
-      const uint32_t o0 = w[3 * i], o1 = w[3 * i + 1], o2 = w[3 * i + 2];
-      const uint32_t v[4] = {o0 & 0xffffffu, o0 >> 24 | (o1 & 0xffffu) << 8,
-                             o1 >> 16 | (o2 & 0xffu) << 16, o2 >> 8};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t word = 0;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int c = static_cast<int>(v[q] << (26 - 6 * k)) >> 26;
-          word |= (static_cast<uint32_t>(c) & 0xffu) << (8 * k);
-        }
-        out[4 * i + q] = word;
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kD / 4; ++i) r32[i] = out[i];
 }
 
 // The fold's operands (the refit's work area, the decode's tail; free once the fold's mma

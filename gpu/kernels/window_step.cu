@@ -1,7 +1,8 @@
 // The window format's fused decode step (FORMAT.md section 5; CPU reference:
 // reference::WindowState::Step). One CTA of 128 threads per (request, head):
 //   A. the 16 KiB of int8 codes are requested first (8 x 16 B per lane, in flight during the
-//      rest of the prologue); inputs are normalised, the window's log-gate advanced, and the
+//      rest of the prologue; 6- and 4-bit codes: 12 or 8 B per piece, widened to int8 in
+//      registers before C); inputs are normalised, the window's log-gate advanced, and the
 //      read vectors y = exp(G) * x (x = k, q) staged in shared memory, with s_k * y split into
 //      four 7-bit integer limbs each;
 //   C. the code pass on integer tensor cores: the codes times [y_k, y_q] is a [128 x 128] x
@@ -19,6 +20,7 @@
 #include <cuda_bf16.h>
 
 #include "gpu/half.h"
+#include "gpu/kernels/code_packing.cuh"
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/dispatch.cuh"
@@ -99,38 +101,6 @@ __device__ __forceinline__ void SplitIntoLimbs(float y, int8_t* limb, int stride
     limb[l * stride] = static_cast<int8_t>(static_cast<int>(r));
     y = (y - r) * 128.0f;
   }
-}
-
-// Packed code rows (FORMAT.md section 3) widened to the int8 layout the code pass reads: the 16
-// codes a lane takes from a row (keys 16 c .. 16 c + 15 of one half) as four words of int8.
-// A b-bit field v sign-extends within its byte as ((v ^ m) + (128 - m)) ^ 128 with m = 2^(b-1):
-// no carry crosses a byte, since v ^ m + 128 - m < 256.
-__device__ __forceinline__ uint32_t SignExtendBytes(uint32_t v, uint32_t m) {
-  return ((v ^ (m * 0x01010101u)) + (128u - m) * 0x01010101u) ^ 0x80808080u;
-}
-
-// 4-bit: two words of eight nibbles each, code 2 i in the low nibble of byte i.
-__device__ __forceinline__ uint4 WidenNibbles(uint32_t w0, uint32_t w1) {
-  auto two = [](uint32_t w, uint32_t& lo, uint32_t& hi) {
-    const uint32_t even = w & 0x0f0f0f0fu, odd = (w >> 4) & 0x0f0f0f0fu;
-    lo = SignExtendBytes(__byte_perm(even, odd, 0x5140), 8);  // codes 0-3
-    hi = SignExtendBytes(__byte_perm(even, odd, 0x7362), 8);  // codes 4-7
-  };
-  uint4 out;
-  two(w0, out.x, out.y);
-  two(w1, out.z, out.w);
-  return out;
-}
-
-// 6-bit: three words, four codes to each 24-bit little-endian group.
-__device__ __forceinline__ uint4 WidenSixes(uint32_t o0, uint32_t o1, uint32_t o2) {
-  auto four = [](uint32_t v) {
-    const uint32_t bytes =
-        (v & 0x3fu) | ((v << 2) & 0x3f00u) | ((v << 4) & 0x3f0000u) | ((v << 6) & 0x3f000000u);
-    return SignExtendBytes(bytes, 32);
-  };
-  return make_uint4(four(o0), four(__funnelshift_r(o0, o1, 24)), four(__funnelshift_r(o1, o2, 16)),
-                    four(o2 >> 8));
 }
 
 // kPacked: the pool's codes are 6- or 4-bit (rv.bits), read packed and widened before the code

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA Hopper GPU and Nsight Compute: profiles one launch of each
 # window-format kernel inside leapcache-kernel-bench (GDN and KDA step, the staggered refit
-# launch, the encode of a packed width: 6 bits) at batch B (default 256) and writes, per kernel, the full section report, the
+# launch; at 6 bits the GDN step and the encode) at batch B (default 256) and writes, per kernel, the full section report, the
 # per-SASS-instruction source page (executed instructions and stall samples per instruction) and
 # the same counters per CUDA source line, each line followed by its instructions (the kernels
 # build with -lineinfo; an inlined instruction may count at several lines of its inline chain),
@@ -17,8 +17,9 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
 [ -n "$ncu" ] || { echo "no ncu on this machine" >&2; exit 1; }
 # name | kernel filter | launches skipped (past the bench's set-up steps, into the timed cycle)
 profiles=(
-  "step_gdn|regex:WindowStepKernel<.bool.0|100"
-  "step_kda|regex:WindowStepKernel<.bool.1|100"
+  "step_gdn|regex:WindowStepKernel<.bool.0, .bool.0|100"
+  "step_kda|regex:WindowStepKernel<.bool.1, .bool.0|100"
+  "step_gdn_6bit|regex:WindowStepKernel<.bool.0, .bool.1|2"
   "refit_staggered|regex:RefitKernel|100"
   "encode_6bit|regex:EncodeKernel<__nv_bfloat16, .bool.1|2"
 )

@@ -22,6 +22,10 @@ enum class DType : uint8_t { kFp32 = 0, kBf16 = 1 };
 
 inline constexpr int kKernelDim = 128;
 
+// Whether the window kernels (step, refit, encode, decode) serve states of `spec`: the leap codec
+// at 8, 6 or 4 bits, dk = dv = kKernelDim. The one list callers consult before launching.
+bool WindowKernelsServe(const BlobSpec& spec);
+
 // One decode step's per-request inputs and outputs (device pointers).
 struct StepParams {
   int batch = 0;

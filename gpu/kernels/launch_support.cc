@@ -42,6 +42,11 @@ Status ValidateStepParams(const StepParams& p, int dk) {
   return OkStatus();
 }
 
+bool WindowKernelsServe(const BlobSpec& spec) {
+  return spec.codec == Codec::kLeap && (spec.bits == 8 || spec.bits == 6 || spec.bits == 4) &&
+         spec.dk == kKernelDim && spec.dv == kKernelDim;
+}
+
 Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
   if (pool == nullptr) return InvalidArgumentError("pool is null");
   if (!Aligned(pool, 128)) return InvalidArgumentError("pool must be 128-byte aligned");
@@ -49,8 +54,7 @@ Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
     return InvalidArgumentError("kernels are built for dk = dv = 128 (pool has dk = " +
                                 std::to_string(l.spec.dk) + ", dv = " + std::to_string(l.spec.dv) + ")");
   }
-  const bool bits_ok = l.spec.bits == 8 || l.spec.bits == 6 || l.spec.bits == 4;
-  if (l.spec.codec != Codec::kLeap || !bits_ok) {
+  if (!WindowKernelsServe(l.spec)) {
     return InvalidArgumentError("the window kernels run the 8-, 6- and 4-bit leap codec (pool is " +
                                 l.spec.ToString() + ")");
   }

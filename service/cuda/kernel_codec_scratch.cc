@@ -15,9 +15,7 @@
 namespace leapcache::cuda {
 
 bool KernelCodecServes(const BlobSpec& spec) {
-  return spec.codec == Codec::kLeap && (spec.bits == 8 || spec.bits == 6 || spec.bits == 4) &&
-         spec.dk == kernels::kKernelDim && spec.dv == kernels::kKernelDim &&
-         ValidateSpec(spec).ok();
+  return kernels::WindowKernelsServe(spec) && ValidateSpec(spec).ok();
 }
 
 absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(int device,

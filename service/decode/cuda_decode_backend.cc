@@ -39,9 +39,7 @@ absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
         absl::StrCat("the CUDA kernels are built for dk = dv = ", kernels::kKernelDim, " (got ",
                      spec.dk, "x", spec.dv, ")"));
   }
-  const bool window_kernels =
-      spec.codec == Codec::kLeap && (spec.bits == 8 || spec.bits == 6 || spec.bits == 4);
-  if (!(spec.codec == Codec::kFp32 || window_kernels)) {
+  if (!(spec.codec == Codec::kFp32 || kernels::WindowKernelsServe(spec))) {
     return absl::UnimplementedError(absl::StrCat("no CUDA decode kernels for ", spec.ToString()));
   }
   if (shape.slots <= 0 || shape.layers <= 0 || shape.heads <= 0) {

@@ -252,13 +252,25 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
       }
     }
   };
-  auto cycle_step = [&](int i) {
-    uint8_t* pool = pools[(i / p) % rot].get();  // a whole p-cycle on one pool, then rotate
-    BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool, nullptr));
-    BENCH_CHECK_OK(kernels::WindowRefit(layout, in.slot.get(), batch, pool, nullptr));
+  // Whole p-cycles of step + refit launches, one cycle per pool, then the next pool.
+  auto time_cycles = [&](const PoolLayout& pl, std::vector<DeviceBuffer<uint8_t>>& ps) {
+    const int n = static_cast<int>(ps.size());
+    return TimeUs(p * n, 5, [&](int i) {
+      uint8_t* pool = ps[(i / p) % n].get();
+      BENCH_CHECK_OK(kernels::WindowDecodeStep(pl, in.params, pool, nullptr));
+      BENCH_CHECK_OK(kernels::WindowRefit(pl, in.slot.get(), batch, pool, nullptr));
+    });
+  };
+  // The step kernel by itself on pools of fresh boundaries: 7 warm-up and 7 timed steps per pool
+  // (records 7..13 read), so no window fills and no refit launch is needed.
+  auto time_steps = [&](const PoolLayout& pl, std::vector<DeviceBuffer<uint8_t>>& ps) {
+    const int n = static_cast<int>(ps.size());
+    return TimeUs(7 * n, 1, [&](int i) {
+      BENCH_CHECK_OK(kernels::WindowDecodeStep(pl, in.params, ps[i % n].get(), nullptr));
+    });
   };
   reset(true);
-  row.window_stagger_us = TimeUs(p * rot, 5, cycle_step);
+  row.window_stagger_us = time_cycles(layout, pools);
   // Staggered again, graph-replayed: the step and refit launches of one p-cycle per pool.
   reset(true);
   row.window_graph_us = 2 * TimeGraphUs(2 * p * rot, 5, [&](int i, cudaStream_t st) {
@@ -320,7 +332,7 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     LEAPCACHE_CUDA_CHECK(cudaStreamDestroy(step_stream));
   }
   reset(false);
-  row.window_lock_us = TimeUs(p * rot, 5, cycle_step);
+  row.window_lock_us = time_cycles(layout, pools);
   // The refit alone with every head due, and the step alone (refit launch skipped).
   {
     reset(false);
@@ -342,11 +354,7 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     LEAPCACHE_CUDA_CHECK(cudaEventDestroy(a));
     LEAPCACHE_CUDA_CHECK(cudaEventDestroy(b));
     reset(false);
-    // The step kernel by itself: 7 warm-up and 7 timed steps per pool (records 7..13 read), so
-    // no window fills and no refit launch is needed.
-    row.step_only_us = TimeUs(7 * rot, 1, [&](int i) {
-      BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pools[i % rot].get(), nullptr));
-    });
+    row.step_only_us = time_steps(layout, pools);
   }
   // Encode (BF16 [N,H,V,K] in) and decode (FP32 [N,H,V,K] out) on a layout's pools: the 8-bit
   // ones above, then the packed formats', each on pools of their own.
@@ -376,18 +384,11 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     const PoolLayout& pl = *packed_or;
     time_codec(pl, packed_pools, &row.packed_encode_us[f], &row.packed_decode_us[f],
                &row.packed_encode_bytes[f], &row.packed_decode_bytes[f]);
-    // The pools hold fresh boundaries: 7 warm-up and 7 timed steps per pool, as the 8-bit step.
-    row.packed_step_us[f] = TimeUs(7 * prot, 1, [&](int i) {
-      BENCH_CHECK_OK(
-          kernels::WindowDecodeStep(pl, in.params, packed_pools[i % prot].get(), nullptr));
-    });
+    // The pools hold fresh boundaries from the encode's timing.
+    row.packed_step_us[f] = time_steps(pl, packed_pools);
     for (auto& pool : packed_pools)
       BENCH_CHECK_OK(kernels::WindowEncode(pl, dp, pool.get(), nullptr));
-    row.packed_lock_us[f] = TimeUs(p * prot, 5, [&](int i) {
-      uint8_t* pool = packed_pools[(i / p) % prot].get();
-      BENCH_CHECK_OK(kernels::WindowDecodeStep(pl, in.params, pool, nullptr));
-      BENCH_CHECK_OK(kernels::WindowRefit(pl, in.slot.get(), batch, pool, nullptr));
-    });
+    row.packed_lock_us[f] = time_cycles(pl, packed_pools);
   }
   (void)copy_gbs;
   return row;

@@ -30,15 +30,45 @@ __device__ __forceinline__ uint4 WidenNibbles(uint32_t w0, uint32_t w1) {
   return out;
 }
 
+// 16 4-bit codes (two words) at the top of 16 bytes: 16 times the codes, exact int8 values for
+// an integer product whose sum is scaled by 1/16 after (no sign extension needed: a field's
+// sign bit lands on its byte's).
+__device__ __forceinline__ uint4 WidenNibblesHigh(uint32_t w0, uint32_t w1) {
+  auto two = [](uint32_t w, uint32_t& lo, uint32_t& hi) {
+    const uint32_t even = (w << 4) & 0xf0f0f0f0u, odd = w & 0xf0f0f0f0u;
+    lo = __byte_perm(even, odd, 0x5140);  // codes 0-3
+    hi = __byte_perm(even, odd, 0x7362);  // codes 4-7
+  };
+  uint4 out;
+  two(w0, out.x, out.y);
+  two(w1, out.z, out.w);
+  return out;
+}
+
+// Four 6-bit fields at bits [kAt + 6 i, +6) of w (the bits outside them arbitrary) moved to
+// bits [kAt + 8 i, +6), into byte i: at its bottom (kAt = 0) or its top (kAt = 2). Two
+// multiply-adds move them: x + (x & m) (2^s - 1) lifts the fields under m by s where the bits
+// above them are clear; fields 2 and 3 go up by 4, then fields 1 and 3 by 2. Five operations per
+// four codes where a shift and a mask per field took seven.
+template <int kAt>
+__device__ __forceinline__ uint32_t SpreadSixes(uint32_t w) {
+  const uint32_t low = w & (0x00000fffu << kAt);
+  const uint32_t y = (w & (0x00fff000u << kAt)) * 16u + low;
+  return (y & (0x0fc00fc0u << kAt)) * 3u + y;
+}
+
 // 16 6-bit codes (three words) as 16 int8 codes.
 __device__ __forceinline__ uint4 WidenSixes(uint32_t o0, uint32_t o1, uint32_t o2) {
-  auto four = [](uint32_t v) {
-    const uint32_t bytes =
-        (v & 0x3fu) | ((v << 2) & 0x3f00u) | ((v << 4) & 0x3f0000u) | ((v << 6) & 0x3f000000u);
-    return SignExtendBytes(bytes, 32);
-  };
+  auto four = [](uint32_t v) { return SignExtendBytes(SpreadSixes<0>(v), 32); };
   return make_uint4(four(o0), four(__funnelshift_r(o0, o1, 24)), four(__funnelshift_r(o1, o2, 16)),
                     four(o2 >> 8));
+}
+
+// 16 6-bit codes at the top of 16 bytes: 4 times the codes, as WidenNibblesHigh. Each group of
+// four codes is taken two bits below its stream offset, so it arrives at kAt = 2.
+__device__ __forceinline__ uint4 WidenSixesHigh(uint32_t o0, uint32_t o1, uint32_t o2) {
+  return make_uint4(SpreadSixes<2>(o0 << 2), SpreadSixes<2>(__funnelshift_r(o0, o1, 22)),
+                    SpreadSixes<2>(__funnelshift_r(o1, o2, 14)), SpreadSixes<2>(o2 >> 6));
 }
 
 // One packed row to int8 and back, one thread per row: `row` is kD int8 codes (16-byte

@@ -1,10 +1,10 @@
 // The window format's fused decode step (FORMAT.md section 5; CPU reference:
 // reference::WindowState::Step). One CTA of 128 threads per (request, head):
 //   A. the 16 KiB of int8 codes are requested first (8 x 16 B per lane, in flight during the
-//      rest of the prologue; 6- and 4-bit codes: 12 or 8 B per piece, widened to int8 in
-//      registers before C); inputs are normalised, the window's log-gate advanced, and the
-//      read vectors y = exp(G) * x (x = k, q) staged in shared memory, with s_k * y split into
-//      four 7-bit integer limbs each;
+//      rest of the prologue; 6- and 4-bit codes: 12 or 8 B per piece, widened in registers
+//      before C to the top bits of int8 bytes, 4 or 16 times the codes); inputs are normalised, the
+//      window's log-gate advanced, and the read vectors y = exp(G) * x (x = k, q) staged in shared
+//      memory, with s_k * y split into four 7-bit integer limbs each;
 //   C. the code pass on integer tensor cores: the codes times [y_k, y_q] is a [128 x 128] x
 //      [128 x 8] product of int8 codes and int8 limbs (mma.sync m16n8k32, exact int32 sums), so
 //      the codes go from their loads straight into the mma with no conversion, and the limbs'
@@ -195,7 +195,10 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
     }
     if (comp_bytes > 0) BulkCopy(s_comp, region + rv.comp, comp_bytes, &s_bar);
   }
-  const float cf = col_scale / (kPacked ? rv.code_max : 127.0f);
+  // Packed codes enter the code pass at the top of their bytes (16 or 4 times the code), and
+  // their column factor carries that power of two back: the sums grow by it exactly, the factor
+  // shrinks by it exactly, so s_acc * cf is the same product, bit for bit.
+  const float cf = col_scale / (kPacked ? rv.code_max * (rv.bits == 4 ? 16.0f : 4.0f) : 127.0f);
   // Log-gates clamped at -1000 as reference::kMinLogGate: same decay, no overflow of G.
   const float Gt = G_old + fmaxf(g_in, -1000.0f);
   // The read vectors. The first block barrier (in BlockSumN or BlockMaxN) publishes the
@@ -236,8 +239,8 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   if constexpr (kPacked) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      codes[i] = rv.bits == 4 ? WidenNibbles(packed[i][0], packed[i][1])
-                              : WidenSixes(packed[i][0], packed[i][1], packed[i][2]);
+      codes[i] = rv.bits == 4 ? WidenNibblesHigh(packed[i][0], packed[i][1])
+                              : WidenSixesHigh(packed[i][0], packed[i][1], packed[i][2]);
     }
   }
   uint32_t bfrag[8];

@@ -5,11 +5,16 @@
 # OUT/lib (Debian's shared libraries, scripts/stage_runtime_libs.sh). Then, on the GPU machine,
 # from the repository root:   scripts/device_service_check.sh OUT RESULTS_DIR
 #
-#   scripts/stage_device_bundle.sh [OUT] [BUILD_DIR]      (defaults: build-devrun, build-device)
+# With ARCHIVE, the bundle is also written there as one xz-compressed tar (about a sixth of its
+# size, for transports that limit what they carry); device_service_check.sh takes either.
+#
+#   scripts/stage_device_bundle.sh [OUT] [BUILD_DIR] [ARCHIVE]
+#   (defaults: build-devrun, build-device, no archive)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build-devrun}
 build=${2:-build-device}
+archive=${3:-}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_CUDA=ON >/dev/null
 binaries=(
   service/server/leapcache-server
@@ -31,3 +36,8 @@ for b in "${binaries[@]}"; do cp "$build/$b" "$out/bin/"; done
 strip "$out"/bin/*
 scripts/stage_runtime_libs.sh "$out" >/dev/null
 du -sh "$out"
+if [ -n "$archive" ]; then
+  mkdir -p "$(dirname "$archive")"
+  tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 > "$archive"
+  du -sh "$archive"
+fi

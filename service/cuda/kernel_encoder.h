@@ -44,13 +44,14 @@ class KernelEncoder {
                       std::span<const uint8_t> states, std::vector<std::vector<uint8_t>>* blobs);
 
  private:
-  explicit KernelEncoder(std::unique_ptr<KernelCodecScratch> scratch)
-      : max_states_(scratch->max_states), scratch_(std::move(scratch)) {}
+  KernelEncoder(std::unique_ptr<KernelCodecScratch> scratch, uint8_t* h_payloads)
+      : max_states_(scratch->max_states), scratch_(std::move(scratch)), h_payloads_(h_payloads) {}
 
   const int max_states_;
   absl::Mutex mu_;
   const std::unique_ptr<KernelCodecScratch> scratch_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint8_t> h_pool_ ABSL_GUARDED_BY(mu_);
+  // Pinned, pool_bytes: the encoded payloads as downloaded, back to back.
+  uint8_t* const h_payloads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace leapcache::cuda

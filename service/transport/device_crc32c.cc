@@ -15,12 +15,38 @@ namespace {
 // threads on a checkpoint of a few MB.
 constexpr size_t kChunk = 4096;
 
-absl::StatusOr<uint32_t> OnCurrentDevice(const void* device_ptr, size_t bytes) {
-  const size_t chunks = (bytes + kChunk - 1) / kChunk;
-  cudaStream_t stream = nullptr;
-  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("cudaStreamCreate: ", cudaGetErrorString(e)));
+// The calling thread's stream on `device`, created on its first check there and kept until the
+// thread exits: creating and destroying a stream per call cost more than checking a checkpoint
+// of a few hundred KB. Per thread, so concurrent checks never wait on each other's work.
+absl::StatusOr<cudaStream_t> ThreadStream(int device) {
+  struct Streams {
+    std::vector<cudaStream_t> by_device;
+    ~Streams() {
+      for (cudaStream_t s : by_device) {
+        if (s != nullptr) cudaStreamDestroy(s);
+      }
+    }
+  };
+  thread_local Streams streams;
+  if (static_cast<size_t>(device) >= streams.by_device.size()) {
+    streams.by_device.resize(device + 1, nullptr);
   }
+  cudaStream_t& stream = streams.by_device[device];
+  if (stream == nullptr) {
+    if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        e != cudaSuccess) {
+      stream = nullptr;
+      return absl::InternalError(absl::StrCat("cudaStreamCreate: ", cudaGetErrorString(e)));
+    }
+  }
+  return stream;
+}
+
+absl::StatusOr<uint32_t> OnDevice(int device, const void* device_ptr, size_t bytes) {
+  const size_t chunks = (bytes + kChunk - 1) / kChunk;
+  absl::StatusOr<cudaStream_t> stream_or = ThreadStream(device);
+  if (!stream_or.ok()) return stream_or.status();
+  cudaStream_t stream = *stream_or;
   std::vector<uint32_t> crcs(chunks);
   uint32_t* d_crcs = nullptr;
   cudaError_t e =
@@ -34,7 +60,6 @@ absl::StatusOr<uint32_t> OnCurrentDevice(const void* device_ptr, size_t bytes) {
     cudaFreeAsync(d_crcs, stream);
   }
   if (const cudaError_t s = cudaStreamSynchronize(stream); e == cudaSuccess) e = s;
-  cudaStreamDestroy(stream);
   if (e != cudaSuccess) {
     return absl::InternalError(absl::StrCat("CRC-32C on the device: ", cudaGetErrorString(e)));
   }
@@ -57,7 +82,7 @@ absl::StatusOr<uint32_t> DeviceCrc32c(const void* device_ptr, size_t bytes) {
   int current = 0;
   cudaGetDevice(&current);
   cudaSetDevice(attr.device);
-  absl::StatusOr<uint32_t> crc = OnCurrentDevice(device_ptr, bytes);
+  absl::StatusOr<uint32_t> crc = OnDevice(attr.device, device_ptr, bytes);
   cudaSetDevice(current);
   return crc;
 }

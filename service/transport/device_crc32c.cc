@@ -16,8 +16,9 @@ namespace {
 constexpr size_t kChunk = 4096;
 
 // The calling thread's stream on `device`, created on its first check there and kept until the
-// thread exits: creating and destroying a stream per call cost more than checking a checkpoint
-// of a few hundred KB. Per thread, so concurrent checks never wait on each other's work.
+// thread exits, so a check no longer pays a stream's creation and destruction (which may
+// synchronize) on top of its kernel. Per thread, so concurrent checks never wait on each
+// other's work.
 absl::StatusOr<cudaStream_t> ThreadStream(int device) {
   struct Streams {
     std::vector<cudaStream_t> by_device;

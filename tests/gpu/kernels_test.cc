@@ -432,12 +432,18 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
         // At 6 and 4 bits a code step is 4 and 18 times an 8-bit one, and the fit picks r = 6
         // of the random state's eight outlier directions (nearly degenerate) where the two sides
         // may pick differently: bounded by the codec's own error, as EncodeDecodeTest bounds it,
-        // against the state the GPU decoded before the refit.
+        // against the state the GPU decoded before the refit. Not below the 8-bit refit's bound
+        // (2e-3): a head whose hard decay (StepBatch::Fill's x400 gates) leaves little but the
+        // new record is a near rank-one state the codec keeps to about 3e-5, where half of that
+        // is rounding noise (it failed about one run in 35 of the 4-bit GDN case). Likewise the
+        // GPU's own error may exceed the reference's by 5% or by 1e-4 of the state, below the fp16
+        // factors' own rounding (2^-12): that head's errors differed by 3% of 2.5e-5.
         const float* exact = live.data() + (size_t(b) * heads + h) * kD * kD;
         const double cpu_err = RelL2(S_ref.data(), exact, S_ref.size());
         const double gpu_err = RelL2(S_gpu.data(), exact, S_gpu.size());
-        EXPECT_LE(gap.gap, 0.5 * cpu_err * gap.ref) << "state, b " << b << " h " << h << " refit";
-        EXPECT_LT(gpu_err, 1.05 * cpu_err + 1e-6) << "GPU refit worse than the reference";
+        EXPECT_LE(gap.gap, std::max(0.5 * cpu_err, 2e-3) * gap.ref)
+            << "state, b " << b << " h " << h << " refit";
+        EXPECT_LT(gpu_err, 1.05 * cpu_err + 1e-4) << "GPU refit worse than the reference";
       } else {
         EXPECT_LE(gap.gap, refit ? 2e-3 * gap.ref : 1e-4 * gap.ref + std::ldexp(record_in_S, -10))
             << "state, b " << b << " h " << h << " refit " << refit;

@@ -32,6 +32,7 @@
 // All methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -106,6 +107,7 @@ struct LookupResult {
 
 class CheckpointStore {
   // Lock order (take in this order, never the reverse):
+  //   0. reap_mu_                   held by ReapExpiredPuts across its reclaims
   //   1. registry_'s mutex          leaf: never held while calling out
   //   2. puts_mu_                   leaf: never held while calling out
   //   3. one CheckpointIndex shard  at most one at a time
@@ -145,8 +147,10 @@ class CheckpointStore {
   absl::Status Commit(PutId id, uint32_t crc32c);
   // Frees an uncommitted put. NOT_FOUND if unknown; FAILED_PRECONDITION while being committed.
   absl::Status Abort(PutId id);
-  // Reclaims every uncommitted put past its deadline; returns how many. The background reaper
-  // (StoreOptions::reaper_interval) calls this.
+  // Reclaims every uncommitted put past its deadline; returns how many it reclaimed. The
+  // background reaper (StoreOptions::reaper_interval) calls this. Reaps run one at a time, so on
+  // return every put expired by the call has given its memory back, whichever reap took it
+  // (except a put an Upload is still copying into: that Upload reclaims it on return).
   size_t ReapExpiredPuts();
 
   // The deepest checkpoint along the chain holding every head of `heads`. A miss is OK with
@@ -202,6 +206,10 @@ class CheckpointStore {
   NamespaceRegistry registry_;
   CheckpointIndex index_;
 
+  // Serialises ReapExpiredPuts (see its contract).
+  absl::Mutex reap_mu_ ABSL_ACQUIRED_BEFORE(puts_mu_);
+  // Puts reclaimed so far: Reserve retries when one gave memory back during its first try.
+  std::atomic<uint64_t> reclaimed_puts_{0};
   mutable absl::Mutex puts_mu_;
   absl::flat_hash_map<PutId, std::shared_ptr<PendingPut>> puts_ ABSL_GUARDED_BY(puts_mu_);
   PutId next_put_id_ ABSL_GUARDED_BY(puts_mu_) = 1;

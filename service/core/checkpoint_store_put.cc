@@ -67,9 +67,14 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
 
   const size_t blobs = ns->Blobs(request.heads);
   std::vector<EvictedEntry> evicted;
+  const uint64_t reclaimed_before = reclaimed_puts_.load();
   absl::StatusOr<Placement> placement = residency_.Reserve(*ns, blobs, &evicted);
-  if (!placement.ok() && absl::IsResourceExhausted(placement.status()) && ReapExpiredPuts() > 0) {
-    placement = residency_.Reserve(*ns, blobs, &evicted);  // expired puts gave memory back
+  if (!placement.ok() && absl::IsResourceExhausted(placement.status())) {
+    // Expired puts, reaped here or by anyone since the first try, may have given memory back.
+    ReapExpiredPuts();
+    if (reclaimed_puts_.load() != reclaimed_before) {
+      placement = residency_.Reserve(*ns, blobs, &evicted);
+    }
   }
   Unlink(evicted);
   if (!placement.ok()) {
@@ -123,6 +128,7 @@ bool CheckpointStore::KillLocked(PendingPut& put) {
 void CheckpointStore::Reclaim(PendingPut& put) {
   index_.EndPut(put.key, put.heads);
   residency_.ReleaseReservation(put.placement);
+  reclaimed_puts_.fetch_add(1);
 }
 
 absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const uint8_t> bytes) {
@@ -253,6 +259,9 @@ absl::Status CheckpointStore::Abort(PutId id) {
 }
 
 size_t CheckpointStore::ReapExpiredPuts() {
+  // Held across the reclaims below: a concurrent reap waits for them instead of returning while
+  // puts it would have reaped still hold their pages.
+  WriterLock reaping(&reap_mu_);
   const absl::Time now = clock_.Now();
   std::vector<std::shared_ptr<PendingPut>> expired;
   std::vector<std::shared_ptr<PendingPut>> reclaim;

@@ -6,6 +6,9 @@
 // lock, then publishes under the shard lock (index) and the memory lock (residency) at once.
 // Abort, expiry and Commit's deadline check move it to kDead and out of puts_; its pages and
 // pending heads are reclaimed by whoever sees it dead with no upload running, exactly once.
+// A put's outcome is counted in the same critical section that takes it out of puts_, so a
+// Stats() that shows one pending put fewer also shows its outcome (its pages may still be on
+// their way back).
 #include <algorithm>
 #include <utility>
 
@@ -152,12 +155,12 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
     if (now >= put->deadline) {
       expired = true;
       reclaim = KillLocked(*put);
+      counters_.puts_expired.Add();
     } else {
       ++put->uploads;  // the pages stay ours until this drops back
     }
   }
   if (expired) {
-    counters_.puts_expired.Add();
     if (reclaim) Reclaim(*put);
     return absl::DeadlineExceededError(absl::StrCat("put ", id, " passed its deadline"));
   }
@@ -203,6 +206,7 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
     if (now >= put->deadline) {
       expired = true;
       reclaim = KillLocked(*put);
+      counters_.puts_expired.Add();
     } else {
       // Abort, Upload and the reaper leave a committing put alone, so the checks and the
       // publication below need no lock on it.
@@ -210,7 +214,6 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
     }
   }
   if (expired) {
-    counters_.puts_expired.Add();
     if (reclaim) Reclaim(*put);
     return absl::DeadlineExceededError(absl::StrCat("put ", id, " passed its deadline"));
   }
@@ -234,9 +237,9 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
     WriterLock lock(&puts_mu_);
     put->state = PendingPut::State::kDead;
     puts_.erase(id);
+    counters_.puts_committed.Add();
+    counters_.bytes_in.Add(bytes);
   }
-  counters_.puts_committed.Add();
-  counters_.bytes_in.Add(bytes);
   return absl::OkStatus();
 }
 
@@ -252,8 +255,8 @@ absl::Status CheckpointStore::Abort(PutId id) {
       return absl::FailedPreconditionError(absl::StrCat("put ", id, " is being committed"));
     }
     reclaim = KillLocked(*put);
+    counters_.puts_aborted.Add();
   }
-  counters_.puts_aborted.Add();
   if (reclaim) Reclaim(*put);
   return absl::OkStatus();
 }
@@ -273,9 +276,9 @@ size_t CheckpointStore::ReapExpiredPuts() {
     for (const auto& put : expired) {
       if (KillLocked(*put)) reclaim.push_back(put);
     }
+    counters_.puts_expired.Add(expired.size());
   }
   for (const auto& put : reclaim) Reclaim(*put);
-  counters_.puts_expired.Add(expired.size());
   return expired.size();
 }
 

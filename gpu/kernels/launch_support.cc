@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -18,14 +19,19 @@ bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 
 Status ValidateStepParams(const StepParams& p, int dk) {
   if (p.batch < 0) return InvalidArgumentError("batch must be >= 0 (got " + std::to_string(p.batch) + ")");
-  if (p.num_heads < 1) return InvalidArgumentError("num_heads must be >= 1");
+  if (p.num_heads < 1) {
+    return InvalidArgumentError("num_heads must be >= 1 (got " + std::to_string(p.num_heads) + ")");
+  }
   if (p.in_dtype != DType::kFp32 && p.in_dtype != DType::kBf16) {
     return InvalidArgumentError("in_dtype must be fp32 or bf16");
   }
   if (p.out_dtype != DType::kFp32 && p.out_dtype != DType::kBf16) {
     return InvalidArgumentError("out_dtype must be fp32 or bf16");
   }
-  if (!(p.scale == p.scale) || p.scale == 0.0f) return InvalidArgumentError("scale must be finite and non-zero");
+  if (!std::isfinite(p.scale) || p.scale == 0.0f) {
+    return InvalidArgumentError("scale must be finite and non-zero (got " +
+                                std::to_string(p.scale) + ")");
+  }
   if (p.batch == 0) return OkStatus();
   const struct {
     const char* name;
@@ -58,7 +64,68 @@ Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
     return InvalidArgumentError("the window kernels run the 8-, 6- and 4-bit leap codec (pool is " +
                                 l.spec.ToString() + ")");
   }
-  if (l.region_bytes % 128 != 0) return InvalidArgumentError("pool region size must be a multiple of 128");
+  const StatusOr<PoolLayout> made = MakePoolLayout(l.spec, l.num_slots, l.num_heads);
+  if (!made.ok()) return InvalidArgumentError("pool layout: " + made.status().message());
+  const PoolLayout& m = *made;
+  const struct {
+    const char* name;
+    size_t got, want;
+  } fields[] = {
+      {"gate", static_cast<size_t>(l.gate), static_cast<size_t>(m.gate)},
+      {"payload.codes_offset", l.payload.codes_offset, m.payload.codes_offset},
+      {"payload.codes_bytes", l.payload.codes_bytes, m.payload.codes_bytes},
+      {"payload.row_scale_offset", l.payload.row_scale_offset, m.payload.row_scale_offset},
+      {"payload.row_scale_bytes", l.payload.row_scale_bytes, m.payload.row_scale_bytes},
+      {"payload.col_scale_offset", l.payload.col_scale_offset, m.payload.col_scale_offset},
+      {"payload.col_scale_bytes", l.payload.col_scale_bytes, m.payload.col_scale_bytes},
+      {"payload.comp_offset", l.payload.comp_offset, m.payload.comp_offset},
+      {"payload.comp_bytes", l.payload.comp_bytes, m.payload.comp_bytes},
+      {"payload.payload_bytes", l.payload.payload_bytes, m.payload.payload_bytes},
+      {"window_offset", l.window_offset, m.window_offset},
+      {"rec_k_offset", l.rec_k_offset, m.rec_k_offset},
+      {"rec_u_offset", l.rec_u_offset, m.rec_u_offset},
+      {"rec_w_offset", l.rec_w_offset, m.rec_w_offset},
+      {"rec_g_offset", l.rec_g_offset, m.rec_g_offset},
+      {"region_bytes", l.region_bytes, m.region_bytes}};
+  for (const auto& f : fields) {
+    if (f.got != f.want) {
+      return InvalidArgumentError("pool layout " + std::string(f.name) + " is " +
+                                  std::to_string(f.got) + ", MakePoolLayout gives " +
+                                  std::to_string(f.want) + " for " + l.spec.ToString());
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateRegionBatch(const PoolLayout& layout, const int32_t* slot, int batch) {
+  if (batch < 0) {
+    return InvalidArgumentError("batch must be >= 0 (got " + std::to_string(batch) + ")");
+  }
+  if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
+  if (!Aligned(slot, 4)) return InvalidArgumentError("slot must be 4-byte aligned");
+  // One CTA (encode, decode) or one work item (refit) per head, indexed by int.
+  if (static_cast<int64_t>(batch) * layout.num_heads > INT32_MAX) {
+    return InvalidArgumentError("batch * num_heads is too large for one launch (" +
+                                std::to_string(batch) + " x " + std::to_string(layout.num_heads) +
+                                ")");
+  }
+  return OkStatus();
+}
+
+Status ValidateDenseParams(const DenseParams& p) {
+  if (p.batch > 0 && p.states == nullptr) return InvalidArgumentError("states is null");
+  if (p.dtype != DType::kFp32 && p.dtype != DType::kBf16) {
+    return InvalidArgumentError("dtype must be fp32 or bf16");
+  }
+  if (p.layout != Orientation::kKV && p.layout != Orientation::kVK) {
+    return InvalidArgumentError("layout must be kv or vk");
+  }
+  // The kernels move states two elements at a time.
+  const size_t pair_bytes = p.dtype == DType::kFp32 ? 8 : 4;
+  if (!Aligned(p.states, pair_bytes)) {
+    return InvalidArgumentError("states must be aligned to two elements (" +
+                                std::to_string(pair_bytes) + " bytes)");
+  }
   return OkStatus();
 }
 

@@ -1280,8 +1280,7 @@ namespace {
 Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int32_t* slot,
                            int batch) {
   LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
-  if (batch < 0) return InvalidArgumentError("batch must be >= 0");
-  if (batch > 0 && slot == nullptr) return InvalidArgumentError("slot is null");
+  LEAPCACHE_RETURN_IF_ERROR(ValidateRegionBatch(layout, slot, batch));
   return OncePerDevice([] {
     return CudaStatus(
         [] {
@@ -1311,21 +1310,6 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
   });
 }
 
-Status ValidateDense(const DenseParams& p) {
-  if (p.batch > 0 && p.states == nullptr) return InvalidArgumentError("states is null");
-  if (p.dtype != DType::kFp32 && p.dtype != DType::kBf16) return InvalidArgumentError("dtype must be fp32 or bf16");
-  if (p.layout != Orientation::kKV && p.layout != Orientation::kVK) {
-    return InvalidArgumentError("layout must be kv or vk");
-  }
-  // The kernels move states two elements at a time.
-  const size_t pair_bytes = p.dtype == DType::kFp32 ? 8 : 4;
-  if (reinterpret_cast<uintptr_t>(p.states) % pair_bytes != 0) {
-    return InvalidArgumentError("states must be aligned to two elements (" +
-                                std::to_string(pair_bytes) + " bytes)");
-  }
-  return OkStatus();
-}
-
 }  // namespace
 
 Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uint8_t* pool,
@@ -1345,8 +1329,8 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
 
 Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* pool,
                     cudaStream_t stream) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidateDenseParams(p));
   LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
-  LEAPCACHE_RETURN_IF_ERROR(ValidateDense(p));
   if (p.batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, pool, p.states,
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
@@ -1363,8 +1347,8 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
 
 Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_t* pool,
                     cudaStream_t stream) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidateDenseParams(p));
   LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
-  LEAPCACHE_RETURN_IF_ERROR(ValidateDense(p));
   if (p.batch == 0) return OkStatus();
   RegionArgs a{MakeRegionView(layout), p.batch, p.slot, const_cast<uint8_t*>(pool), p.states,
                p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};

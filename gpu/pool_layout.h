@@ -41,6 +41,8 @@ struct PoolLayout {
   }
 };
 
+// The only way to make a layout: the kernels' launchers recompute it from spec, num_slots and
+// num_heads and refuse one whose fields differ.
 StatusOr<PoolLayout> MakePoolLayout(const BlobSpec& spec, int num_slots, int num_heads);
 
 // Host-side conversion between a region's bytes and the reference window's stored form.

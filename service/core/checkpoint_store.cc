@@ -199,11 +199,15 @@ absl::StatusOr<std::vector<int>> CheckpointStore::ResidentTiers(NamespaceId ns,
 
 StoreStats CheckpointStore::Stats() const {
   StoreStats s;
-  CopyCounters(counters_, &s);
+  {
+    // Outcomes are counted under the same lock that takes a put out of puts_, so the pending
+    // count and the put counters read here agree (checkpoint_store_put.cc).
+    ReaderLock lock(&puts_mu_);
+    s.pending_puts = puts_.size();
+    CopyCounters(counters_, &s);
+  }
   residency_.FillStats(&s);
   s.namespaces = registry_.size();
-  ReaderLock lock(&puts_mu_);
-  s.pending_puts = puts_.size();
   return s;
 }
 

@@ -147,7 +147,7 @@ class CheckpointStore {
   absl::Status Commit(PutId id, uint32_t crc32c);
   // Frees an uncommitted put. NOT_FOUND if unknown; FAILED_PRECONDITION while being committed.
   absl::Status Abort(PutId id);
-  // Reclaims every uncommitted put past its deadline; returns how many it reclaimed. The
+  // Reclaims every uncommitted put past its deadline; returns how many it found. The
   // background reaper (StoreOptions::reaper_interval) calls this. Reaps run one at a time, so on
   // return every put expired by the call has given its memory back, whichever reap took it
   // (except a put an Upload is still copying into: that Upload reclaims it on return).

@@ -173,19 +173,32 @@ TEST_F(PutTest, CommitOrUploadPastTheDeadlineFailsAndReclaims) {
   EXPECT_FALSE(Visible(6));
 }
 
-TEST(PutReaperThreadTest, BackgroundReaperRunsOnTheInjectedClock) {
-  FakeClock clock;
+// A store with a real reaper thread every millisecond, on `clock`, and one namespace.
+std::unique_ptr<CheckpointStore> ReapedStore(FakeClock* clock, size_t budget_bytes,
+                                             NamespaceInfo* ns) {
   StoreOptions options;
   options.reaper_interval = absl::Milliseconds(1);
-  auto store = MakeStore({{"host", 16 * 4096}}, options, &clock);
-  const NamespaceInfo ns = *store->GetNamespace(*store->RegisterNamespace(SmallSpec()));
+  auto store = MakeStore({{"host", budget_bytes}}, options, clock);
+  *ns = *store->GetNamespace(*store->RegisterNamespace(SmallSpec()));
+  return store;
+}
+
+// A put of every head at `hash` that expires after `ttl`.
+PutRequest ExpiringPut(const NamespaceInfo& ns, const BlockHash& hash, absl::Duration ttl) {
   PutRequest req;
   req.ns = ns.id;
-  req.hash = HashOf(1);
+  req.hash = hash;
   req.position = PositionAt(1);
   req.heads = {0, 4};
-  req.ttl = absl::Seconds(10);
-  ASSERT_TRUE(store->Reserve(req).ok());
+  req.ttl = ttl;
+  return req;
+}
+
+TEST(PutReaperThreadTest, BackgroundReaperRunsOnTheInjectedClock) {
+  FakeClock clock;
+  NamespaceInfo ns;
+  auto store = ReapedStore(&clock, 16 * 4096, &ns);
+  ASSERT_TRUE(store->Reserve(ExpiringPut(ns, HashOf(1), absl::Seconds(10))).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(store->Stats().pending_puts, 1u);  // real time passes, the clock does not
   clock.Advance(absl::Seconds(10));
@@ -206,22 +219,14 @@ TEST(PutReaperThreadTest, BackgroundReaperRunsOnTheInjectedClock) {
 // retry, an operator draining the store) that sees no pending put must see no reserved page.
 TEST(PutReaperThreadTest, ReapingWaitsForTheBackgroundReapersReclaims) {
   FakeClock clock;
-  StoreOptions options;
-  options.reaper_interval = absl::Milliseconds(1);
-  auto store = MakeStore({{"host", 256 * 4096}}, options, &clock);
-  const NamespaceInfo ns = *store->GetNamespace(*store->RegisterNamespace(SmallSpec()));
+  NamespaceInfo ns;
+  auto store = ReapedStore(&clock, 256 * 4096, &ns);
   std::mt19937 rng(7);
   uint64_t next_hash = 1;
   int reaped_here = 0;
   for (int round = 0; round < 150; ++round) {
     for (int i = 0; i < 60; ++i) {
-      PutRequest req;
-      req.ns = ns.id;
-      req.hash = HashOf(next_hash++);
-      req.position = PositionAt(1);
-      req.heads = {0, 4};
-      req.ttl = absl::Seconds(1);
-      ASSERT_TRUE(store->Reserve(req).ok());
+      ASSERT_TRUE(store->Reserve(ExpiringPut(ns, HashOf(next_hash++), absl::Seconds(1))).ok());
     }
     clock.Advance(absl::Seconds(1));
     // Somewhere in the reaper's 1 ms period: sometimes before it wakes, sometimes while it

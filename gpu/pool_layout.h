@@ -5,7 +5,9 @@
 // One region (offsets from its start; every section 16-byte aligned, the region 128-byte):
 //   payload   the boundary blob's payload, byte-identical to a v1 blob without its header
 //             (FORMAT.md section 3), so a checkpoint leaves the pool with one copy
-//   window    i32 n (records in the open window, 0..p), 3 x i32 reserved, f32 G[gate]
+//   window    i32 n (records in the open window, 0..p), i32 refitted (1 from a boundary refit
+//             kernel until the next step, 0 otherwise: how the refit's CTAs agree on which
+//             requests fell due; no state), 2 x i32 reserved, f32 G[gate]
 //   rec_k     f16 [p][dk]   record keys, scaled (FORMAT.md section 5)
 //   rec_u     f16 [p][dv]   record updates, scaled
 //   rec_w     f32 [p]       record scales w_j

@@ -4,7 +4,9 @@
 //
 // The window format is timed over whole p-cycles (step + refit launch per token, the refit
 // amortised), with window boundaries staggered across requests (request i starts i mod p
-// records into its window, as under continuous batching) and in lockstep (all refit together);
+// records into its window), at random phases (each request at a random point of its window, as
+// under continuous batching, where which requests fall due together is arbitrary) and in
+// lockstep (all refit together);
 // staggered also with each token's refit on a second stream, overlapped with the other requests'
 // steps, to decide by measurement whether the refit belongs beside the step or after it.
 // Encode, decode, the step alone and the lockstep cycle are also timed at 6 and 4 bits (packed
@@ -176,7 +178,7 @@ double InputBytes(StateKind kind) {  // q, k, v bf16; g; beta; o fp32
 struct Row {
   std::string kind;
   int batch;
-  double fp32_graph_us, window_graph_us, window_overlap_us;
+  double fp32_graph_us, window_graph_us, window_overlap_us, window_random_us;
   double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
   double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
   // The 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1] 4-bit. Encode, decode,
@@ -236,14 +238,21 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
   for (auto& x : dense) x = FloatToBf16(n(rng));
   DeviceBuffer<uint16_t> d_dense(dense);
   DenseParams dp{batch, in.slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
-  auto reset = [&](bool stagger) {
+  // Window phases: request i starts phase[i] records into its window.
+  std::vector<int> modulo_phase(batch), random_phase(batch), lockstep_phase(batch, 0);
+  std::mt19937 phase_rng(11);
+  for (int i = 0; i < batch; ++i) {
+    modulo_phase[i] = i % p;
+    random_phase[i] = static_cast<int>(phase_rng() % p);
+  }
+  auto reset = [&](const std::vector<int>& phase) {
     for (auto& pool : pools) {
       BENCH_CHECK_OK(kernels::WindowEncode(layout, dp, pool.get(), nullptr));
-      if (!stagger) continue;
-      // Request i advances i mod p records: step only the requests still short of their phase.
+      // Step only the requests still short of their phase.
       for (int s = 0; s < p - 1; ++s) {
         std::vector<int32_t> active(batch);
-        for (int i = 0; i < batch; ++i) active[i] = (i % p) > s ? i : -1;
+        for (int i = 0; i < batch; ++i) active[i] = phase[i] > s ? i : -1;
+        if (std::all_of(active.begin(), active.end(), [](int32_t x) { return x < 0; })) break;
         DeviceBuffer<int32_t> d_active(active);
         StepParams sp = in.params;
         sp.slot = d_active.get();
@@ -269,10 +278,12 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
       BENCH_CHECK_OK(kernels::WindowDecodeStep(pl, in.params, ps[i % n].get(), nullptr));
     });
   };
-  reset(true);
+  reset(modulo_phase);
   row.window_stagger_us = time_cycles(layout, pools);
+  reset(random_phase);
+  row.window_random_us = time_cycles(layout, pools);
   // Staggered again, graph-replayed: the step and refit launches of one p-cycle per pool.
-  reset(true);
+  reset(modulo_phase);
   row.window_graph_us = 2 * TimeGraphUs(2 * p * rot, 5, [&](int i, cudaStream_t st) {
     uint8_t* pool = pools[(i / (2 * p)) % rot].get();
     if (i % 2 == 0) {
@@ -307,7 +318,7 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     for (cudaEvent_t* e : {&fork, &refit_done, &step_done}) {
       LEAPCACHE_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     }
-    reset(true);
+    reset(modulo_phase);
     row.window_overlap_us = TimeUs(p * rot, 5, [&](int i) {
       uint8_t* pool = pools[(i / p) % rot].get();
       const int s = i % p;
@@ -331,11 +342,11 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     LEAPCACHE_CUDA_CHECK(cudaStreamDestroy(refit_stream));
     LEAPCACHE_CUDA_CHECK(cudaStreamDestroy(step_stream));
   }
-  reset(false);
+  reset(lockstep_phase);
   row.window_lock_us = time_cycles(layout, pools);
   // The refit alone with every head due, and the step alone (refit launch skipped).
   {
-    reset(false);
+    reset(lockstep_phase);
     for (auto& pool : pools) {
       for (int s = 0; s < p; ++s) BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool.get(), nullptr));
     }
@@ -353,7 +364,7 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     row.refit_us = 1000.0 * ms / rot;
     LEAPCACHE_CUDA_CHECK(cudaEventDestroy(a));
     LEAPCACHE_CUDA_CHECK(cudaEventDestroy(b));
-    reset(false);
+    reset(lockstep_phase);
     row.step_only_us = time_steps(layout, pools);
   }
   // Encode (BF16 [N,H,V,K] in) and decode (FP32 [N,H,V,K] out) on a layout's pools: the 8-bit
@@ -434,9 +445,11 @@ int Main(int argc, char** argv) {
     for (int b : batches) {
       rows.push_back(Measure(kind, b, dev, copy));
       const Row& r = rows.back();
-      std::printf("%s B=%d fp32 %.1f us, window %.1f us (lockstep %.1f, refit overlapped %.1f), speedup %.2fx\n",
-                  r.kind.c_str(), b, r.fp32_us, r.window_stagger_us, r.window_lock_us, r.window_overlap_us,
-                  r.fp32_us / r.window_stagger_us);
+      std::printf(
+          "%s B=%d fp32 %.1f us, window %.1f us (random phases %.1f, lockstep %.1f, refit overlapped %.1f), "
+          "speedup %.2fx\n",
+          r.kind.c_str(), b, r.fp32_us, r.window_stagger_us, r.window_random_us, r.window_lock_us,
+          r.window_overlap_us, r.fp32_us / r.window_stagger_us);
       std::fflush(stdout);
     }
   }
@@ -448,8 +461,10 @@ int Main(int argc, char** argv) {
      << "| kind | B | fp32 us | fp32 GB/s | fp32 % copy | window us (staggered) | GB/s | lockstep us | "
         "speedup (staggered) | speedup (lockstep) | step only us | refit us (all due) | refit GB/s | "
         "encode us | encode GB/s | decode us | decode GB/s | fp32 us (graph) | window us (graph) | "
-        "speedup (graph) | window us (staggered, refit overlapped) |\n"
-     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "speedup (graph) | window us (staggered, refit overlapped) | window us (random phases) | "
+        "speedup (random phases) |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|---:|\n";
   js << "{\n  \"gpu\": \"" << dev.name << "\",\n  \"copy_gbs\": " << copy << ",\n  \"heads\": " << kHeads
      << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -462,7 +477,8 @@ int Main(int argc, char** argv) {
        << F(r.encode_us) << " | " << F(gbs(r.encode_bytes, r.encode_us), 0) << " | " << F(r.decode_us) << " | "
        << F(gbs(r.decode_bytes, r.decode_us), 0) << " | " << F(r.fp32_graph_us) << " | "
        << F(r.window_graph_us) << " | " << F(r.fp32_graph_us / r.window_graph_us, 2) << "x | "
-       << F(r.window_overlap_us) << " |\n";
+       << F(r.window_overlap_us) << " | " << F(r.window_random_us) << " | "
+       << F(r.fp32_us / r.window_random_us, 2) << "x |\n";
     js << "    {\"kind\": \"" << r.kind << "\", \"batch\": " << r.batch << ", \"fp32_us\": " << r.fp32_us
        << ", \"fp32_bytes\": " << r.fp32_bytes << ", \"window_staggered_us\": " << r.window_stagger_us
        << ", \"window_lockstep_us\": " << r.window_lock_us << ", \"window_bytes_per_step\": " << r.window_bytes
@@ -471,7 +487,8 @@ int Main(int argc, char** argv) {
        << ", \"encode_bytes\": " << r.encode_bytes << ", \"decode_us\": " << r.decode_us
        << ", \"decode_bytes\": " << r.decode_bytes << ", \"fp32_graph_us\": " << r.fp32_graph_us
        << ", \"window_staggered_graph_us\": " << r.window_graph_us
-       << ", \"window_staggered_overlapped_us\": " << r.window_overlap_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+       << ", \"window_staggered_overlapped_us\": " << r.window_overlap_us
+       << ", \"window_random_phases_us\": " << r.window_random_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"packed_rows\": [\n";
   md << "\nBy code width: 8-bit (r = 4) as above, 6-bit (r = 6) and 4-bit (r = 8) with packed "

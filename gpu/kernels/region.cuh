@@ -18,6 +18,23 @@ struct RegionView {
   uint32_t region_bytes, codes, row_scale, col_scale, comp, window, rec_k, rec_u, rec_w, rec_g;
 };
 
+// The first 8 bytes of a region's window header (pool_layout.h): the record count n and the
+// refit mark, 1 from a boundary refit until the next step. Stored and loaded as one 64-bit word:
+// the CTAs of one refit launch read the head of requests that other CTAs refit, and must see
+// both words of one write.
+struct WindowHead {
+  int32_t n, refitted;
+};
+__device__ __forceinline__ WindowHead LoadWindowHead(const uint8_t* head) {
+  const unsigned long long w = *reinterpret_cast<const volatile unsigned long long*>(head);
+  return {static_cast<int32_t>(w & 0xffffffffu), static_cast<int32_t>(w >> 32)};
+}
+__device__ __forceinline__ void StoreWindowHead(uint8_t* head, int32_t n, int32_t refitted) {
+  *reinterpret_cast<volatile unsigned long long*>(head) =
+      static_cast<uint32_t>(n) | static_cast<unsigned long long>(static_cast<uint32_t>(refitted))
+                                     << 32;
+}
+
 inline RegionView MakeRegionView(const PoolLayout& l) {
   RegionView v;
   v.num_slots = l.num_slots;

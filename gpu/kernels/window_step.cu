@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, kKda ? 7 : 8) WindowStepKernel(StepA
   }
   if (t == 0) {
     reinterpret_cast<float*>(region + rv.rec_w)[n] = w_new;
-    *reinterpret_cast<int32_t*>(region + rv.window) = n + 1;
+    StoreWindowHead(region + rv.window, n + 1, 0);  // clears a refit's mark
   }
 }
 

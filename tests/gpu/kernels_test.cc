@@ -272,13 +272,25 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------------------------
 // Window step + refit against reference::WindowState.
 
+// Which heads start one record short of the boundary, so the step fills their window.
+enum class Due {
+  kRandomHeads,  // each head at a random point of its window
+  kAll,          // every head
+  // Each request at one point for all its heads, half of them due, as an engine's requests step;
+  // but one head per request on the other side, so the refit's hint (head 0) is wrong for some
+  // requests both ways.
+  kByRequest,
+};
+
 struct WindowCase {
   StateKind kind;
   DType dtype;
-  bool all_due;    // every head starts one record short of the boundary
-  int heads = 4;   // 96: more due heads than the refit has CTAs (two per SM), so CTAs refit
-                   // two or three in turn, each staged over what the previous one left
-  int bits = 8;    // 6 and 4: packed codes, r = 6 and 8
+  Due due;
+  int heads = 4;  // 96: more due heads than the refit has CTAs (two per SM), so CTAs refit two
+                  // or three in turn, each staged over what the previous one left; 280: more
+                  // heads per request than the refit has CTAs on an H200 (264), so its CTAs take
+                  // a request's heads in two rounds
+  int bits = 8;   // 6 and 4: packed codes, r = 6 and 8
 };
 
 class WindowStepTest : public ::testing::TestWithParam<WindowCase> {};
@@ -336,10 +348,17 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   StepBatch s{batch, heads, c.kind, c.dtype};
   s.slot = RandomSlots(rng, batch, num_slots, 2);
   std::vector<std::unique_ptr<WindowState>> cpu(size_t(batch) * heads);
+  int due_heads = 0;
   for (int b = 0; b < batch; ++b) {
     if (s.slot[b] < 0) continue;
+    const bool request_due = rng.gen() % 2 == 0;
+    const int odd_head = int(rng.gen() % heads);
     for (int h = 0; h < heads; ++h) {
-      const int m = c.all_due ? spec.p - 1 : int(rng.gen() % spec.p);
+      const bool head_due = c.due == Due::kAll         ? true
+                            : c.due == Due::kByRequest ? request_due != (h == odd_head)
+                                                       : rng.gen() % spec.p == 0;
+      const int m = head_due ? spec.p - 1 : int(rng.gen() % (spec.p - 1));
+      due_heads += head_due;
       auto w = WarmedRegion(*layout, wopts, m, rng, pool.data() + layout->region_offset(s.slot[b], h));
       ASSERT_NE(w, nullptr);
       cpu[size_t(b) * heads + h] = std::move(w);
@@ -450,9 +469,7 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
       }
     }
   }
-  if (c.all_due) {
-    EXPECT_EQ(refits, (batch - 1) * heads);
-  }
+  EXPECT_EQ(refits, due_heads);
   for (int sl = 0; sl < num_slots; ++sl) {
     if (used[sl]) continue;
     const size_t off = layout->region_offset(sl, 0);
@@ -461,17 +478,20 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, WindowStepTest,
-                         ::testing::Values(WindowCase{StateKind::kGdn, DType::kBf16, false},
-                                           WindowCase{StateKind::kGdn, DType::kFp32, true},
-                                           WindowCase{StateKind::kKda, DType::kBf16, false},
-                                           WindowCase{StateKind::kKda, DType::kFp32, true},
-                                           WindowCase{StateKind::kGdn, DType::kBf16, true, 96},
-                                           WindowCase{StateKind::kKda, DType::kBf16, true, 96},
-                                           WindowCase{StateKind::kGdn, DType::kFp32, false, 4, 6},
-                                           WindowCase{StateKind::kKda, DType::kBf16, true, 4, 6},
-                                           WindowCase{StateKind::kGdn, DType::kBf16, true, 4, 4},
-                                           WindowCase{StateKind::kKda, DType::kFp32, false, 4, 4}));
+INSTANTIATE_TEST_SUITE_P(
+    All, WindowStepTest,
+    ::testing::Values(WindowCase{StateKind::kGdn, DType::kBf16, Due::kRandomHeads},
+                      WindowCase{StateKind::kGdn, DType::kFp32, Due::kAll},
+                      WindowCase{StateKind::kKda, DType::kBf16, Due::kRandomHeads},
+                      WindowCase{StateKind::kKda, DType::kFp32, Due::kAll},
+                      WindowCase{StateKind::kGdn, DType::kBf16, Due::kAll, 96},
+                      WindowCase{StateKind::kKda, DType::kBf16, Due::kAll, 96},
+                      WindowCase{StateKind::kGdn, DType::kFp32, Due::kByRequest, 96},
+                      WindowCase{StateKind::kKda, DType::kBf16, Due::kByRequest, 280},
+                      WindowCase{StateKind::kGdn, DType::kFp32, Due::kRandomHeads, 4, 6},
+                      WindowCase{StateKind::kKda, DType::kBf16, Due::kAll, 4, 6},
+                      WindowCase{StateKind::kGdn, DType::kBf16, Due::kAll, 4, 4},
+                      WindowCase{StateKind::kKda, DType::kFp32, Due::kRandomHeads, 4, 4}));
 
 // A window that is full (n = p) and was not refitted before the next step is a caller bug: the
 // step must leave every byte of the head's region as it was and write NaN to its output, so
@@ -530,6 +550,97 @@ TEST(WindowStepFullWindowTest, KeepsTheRegionAndFlagsTheOutput) {
         }
       }
     }
+  }
+}
+
+// The refit's CTAs share a launch's heads by a hint each reads from heads that other CTAs refit
+// (ListDueHeads): across several groups of 256 requests, with requests due at random and the
+// hint (head 0) wrong both ways for some, every due head must be refitted exactly once. The pool
+// after one launch over the whole batch must equal, byte for byte, the pool after one launch per
+// request (a head's refit is the same arithmetic whichever CTA runs it), every due head's window
+// must be empty and every other head untouched; a second launch, with nothing due, must change
+// nothing.
+TEST(WindowRefitTest, EveryDueHeadOnceAcrossManyRequests) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  const int batch = 600, heads = 8, num_slots = 640;
+  for (StateKind kind : {StateKind::kGdn, StateKind::kKda}) {
+    SCOPED_TRACE(StateKindName(kind));
+    const BlobSpec spec = BlobSpec::Leap(kind, 8);
+    auto layout = MakePoolLayout(spec, num_slots, heads);
+    ASSERT_TRUE(layout.ok());
+    const int p = spec.p;
+    const std::vector<int32_t> slot = RandomSlots(rng, batch, num_slots, 5);
+    DeviceBuffer<int32_t> d_slot(slot);
+
+    // Fresh boundaries, then every request's window filled (p steps), so every record is real.
+    std::vector<uint16_t> dense(size_t(batch) * heads * kD * kD);
+    for (auto& x : dense) x = FloatToBf16(rng.Normal());
+    DeviceBuffer<uint16_t> d_dense(dense);
+    std::vector<uint8_t> poison(layout->pool_bytes());
+    for (auto& x : poison) x = static_cast<uint8_t>(rng.gen());
+    DeviceBuffer<uint8_t> d_pool(poison);
+    const DenseParams dp{batch, d_slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
+    ASSERT_TRUE(WindowEncode(*layout, dp, d_pool.get(), nullptr).ok());
+    const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
+    for (int t = 0; t < p; ++t) {
+      StepBatch s{batch, heads, kind, DType::kBf16};
+      s.slot = slot;
+      s.Fill(rng);
+      DeviceStep d(s, opts);
+      ASSERT_TRUE(WindowDecodeStep(*layout, d.params, d_pool.get(), nullptr).ok());
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+    // Half the requests back to a random point of their window (records past n are ignored),
+    // and one head of a quarter of all requests on the other side of its request.
+    std::vector<uint8_t> before = d_pool.Download();
+    auto count_of = [&](std::vector<uint8_t>& pool, int slot_index, int h) -> int32_t& {
+      return *reinterpret_cast<int32_t*>(pool.data() + layout->region_offset(slot_index, h) +
+                                         layout->window_offset);
+    };
+    for (int b = 0; b < batch; ++b) {
+      if (slot[b] < 0) continue;
+      const bool due = rng.gen() % 2 == 0;
+      const int odd = rng.gen() % 4 == 0 ? int(rng.gen() % heads) : -1;
+      for (int h = 0; h < heads; ++h) {
+        ASSERT_EQ(count_of(before, slot[b], h), p);
+        if (due == (h == odd)) count_of(before, slot[b], h) = int32_t(rng.gen() % p);
+      }
+    }
+    DeviceBuffer<uint8_t> d_all(before), d_each(before);
+    ASSERT_TRUE(WindowRefit(*layout, d_slot.get(), batch, d_all.get(), nullptr).ok());
+    for (int b = 0; b < batch; ++b) {
+      ASSERT_TRUE(WindowRefit(*layout, d_slot.get() + b, 1, d_each.get(), nullptr).ok());
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> all = d_all.Download();
+    const std::vector<uint8_t> each = d_each.Download();
+
+    int due_heads = 0;
+    for (int sl = 0; sl < num_slots; ++sl) {
+      for (int h = 0; h < heads; ++h) {
+        const size_t off = layout->region_offset(sl, h);
+        const bool was_due = count_of(before, sl, h) == p;
+        due_heads += was_due;
+        if (was_due) {
+          EXPECT_EQ(count_of(all, sl, h), 0) << "slot " << sl << " head " << h << " not refitted";
+        } else {
+          EXPECT_EQ(std::memcmp(all.data() + off, before.data() + off, layout->region_bytes), 0)
+              << "slot " << sl << " head " << h << " changed, not due";
+        }
+        EXPECT_EQ(std::memcmp(all.data() + off, each.data() + off, layout->region_bytes), 0)
+            << "slot " << sl << " head " << h << ": one launch and one per request differ";
+      }
+    }
+    EXPECT_GT(due_heads, batch * heads / 4);
+
+    ASSERT_TRUE(WindowRefit(*layout, d_slot.get(), batch, d_all.get(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint8_t> again = d_all.Download();
+    EXPECT_EQ(std::memcmp(again.data(), all.data(), all.size()), 0)
+        << "a refit with nothing due changed the pool";
   }
 }
 

@@ -25,30 +25,51 @@
 
 namespace leapcache {
 
-struct PoolLayout {
-  BlobSpec spec;  // boundary codec; spec.p is the window length
-  int num_slots = 0;
-  int num_heads = 0;
-  int gate = 1;
-  PayloadLayout payload;
-  size_t window_offset = 0;
-  size_t rec_k_offset = 0, rec_u_offset = 0, rec_w_offset = 0, rec_g_offset = 0;
-  size_t region_bytes = 0;
+// Read-only, and made only by MakePoolLayout: every offset is the one its spec, slots and heads
+// give, so the kernels address regions by them without checking them again. A default-constructed
+// layout is empty (no slots, no spec), for holders that make theirs later; launchers refuse it.
+class PoolLayout {
+ public:
+  PoolLayout() = default;
+
+  const BlobSpec& spec() const { return spec_; }  // boundary codec; spec().p is the window length
+  int num_slots() const { return num_slots_; }
+  int num_heads() const { return num_heads_; }
+  int gate() const { return gate_; }  // log-gate width: 1 (GDN) or dk (KDA)
+  const PayloadLayout& payload() const { return payload_; }
+  size_t window_offset() const { return window_offset_; }
+  size_t rec_k_offset() const { return rec_k_offset_; }
+  size_t rec_u_offset() const { return rec_u_offset_; }
+  size_t rec_w_offset() const { return rec_w_offset_; }
+  size_t rec_g_offset() const { return rec_g_offset_; }
+  size_t region_bytes() const { return region_bytes_; }
+  bool empty() const { return num_slots_ == 0; }
 
   size_t pool_bytes() const {
-    return region_bytes * static_cast<size_t>(num_slots) * static_cast<size_t>(num_heads);
+    return region_bytes_ * static_cast<size_t>(num_slots_) * static_cast<size_t>(num_heads_);
   }
   size_t region_offset(int slot, int head) const {
-    return region_bytes * (static_cast<size_t>(slot) * num_heads + head);
+    return region_bytes_ * (static_cast<size_t>(slot) * num_heads_ + head);
   }
+
+ private:
+  friend StatusOr<PoolLayout> MakePoolLayout(const BlobSpec& spec, int num_slots, int num_heads);
+
+  BlobSpec spec_;
+  int num_slots_ = 0;
+  int num_heads_ = 0;
+  int gate_ = 1;
+  PayloadLayout payload_;
+  size_t window_offset_ = 0;
+  size_t rec_k_offset_ = 0, rec_u_offset_ = 0, rec_w_offset_ = 0, rec_g_offset_ = 0;
+  size_t region_bytes_ = 0;
 };
 
-// The only way to make a layout: the kernels' launchers recompute it from spec, num_slots and
-// num_heads and refuse one whose fields differ.
+// The only way to make a non-empty layout.
 StatusOr<PoolLayout> MakePoolLayout(const BlobSpec& spec, int num_slots, int num_heads);
 
 // Host-side conversion between a region's bytes and the reference window's stored form.
-// REQUIRES: region points at layout.region_bytes bytes.
+// REQUIRES: region points at layout.region_bytes() bytes.
 Status WriteRegion(const PoolLayout& layout, const reference::WindowSnapshot& snapshot,
                    uint8_t* region);
 // Rebuilds the snapshot (a sealed blob from the payload) of a region; DATA_LOSS when the region

@@ -219,8 +219,8 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
   if (!layout_or.ok()) std::exit(1);
   const PoolLayout layout = *layout_or;
   const int p = spec.p;
-  const double gate = layout.gate;
-  const double payload = double(layout.payload.payload_bytes);
+  const double gate = layout.gate();
+  const double payload = double(layout.payload().payload_bytes);
   const double record = 2.0 * kD + 2.0 * kD + 4 + 4 * gate;
   const double header = 16 + 4 * gate;
   // Step: payload + header + on average (p-1)/2 records read, one record + header written.
@@ -381,7 +381,7 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
     *decode_us = TimeUs(n, 5, [&](int i) {
       BENCH_CHECK_OK(kernels::WindowDecode(pl, op, ps[i % n].get(), nullptr));
     });
-    const double pb = double(pl.payload.payload_bytes);
+    const double pb = double(pl.payload().payload_bytes);
     *encode_bytes = heads * (2.0 * kD * kD + pb + header);
     *decode_bytes = heads * (pb + header + 4.0 * kD * kD);
   };

@@ -12,9 +12,9 @@ namespace leapcache::kernels {
 // Each returns INVALID_ARGUMENT naming the first bad argument; none touches the device, so the
 // launchers run them before any CUDA call.
 Status ValidateStepParams(const StepParams& p, int dk);
-// A pool the window kernels serve: the leap codec at 8, 6 or 4 bits, dk = dv = kKernelDim, laid
-// out exactly as MakePoolLayout lays it out (the kernels size their shared arrays by the spec's
-// p and r and address regions by the layout's offsets, so a hand-edited layout is refused).
+// A pool the window kernels serve: a layout MakePoolLayout made (not an empty one) for the leap
+// codec at 8, 6 or 4 bits, dk = dv = kKernelDim, and a 128-byte aligned pool. The layout's
+// offsets need no check: only MakePoolLayout sets them.
 Status ValidatePoolLayout(const PoolLayout& l, const void* pool);
 // The per-region launches (refit, encode, decode): `batch` slots of `layout`'s heads.
 Status ValidateRegionBatch(const PoolLayout& layout, const int32_t* slot, int batch);

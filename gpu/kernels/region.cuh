@@ -37,24 +37,24 @@ __device__ __forceinline__ void StoreWindowHead(uint8_t* head, int32_t n, int32_
 
 inline RegionView MakeRegionView(const PoolLayout& l) {
   RegionView v;
-  v.num_slots = l.num_slots;
-  v.num_heads = l.num_heads;
-  v.p = l.spec.p;
-  v.r = l.spec.r;
-  v.gate = l.gate;
-  v.smoothing = l.spec.smoothing ? 1 : 0;
-  v.bits = l.spec.bits;
-  v.code_max = static_cast<float>(MaxCode(l.spec.bits));
-  v.region_bytes = static_cast<uint32_t>(l.region_bytes);
-  v.codes = static_cast<uint32_t>(l.payload.codes_offset);
-  v.row_scale = static_cast<uint32_t>(l.payload.row_scale_offset);
-  v.col_scale = static_cast<uint32_t>(l.payload.col_scale_offset);
-  v.comp = static_cast<uint32_t>(l.payload.comp_offset);
-  v.window = static_cast<uint32_t>(l.window_offset);
-  v.rec_k = static_cast<uint32_t>(l.rec_k_offset);
-  v.rec_u = static_cast<uint32_t>(l.rec_u_offset);
-  v.rec_w = static_cast<uint32_t>(l.rec_w_offset);
-  v.rec_g = static_cast<uint32_t>(l.rec_g_offset);
+  v.num_slots = l.num_slots();
+  v.num_heads = l.num_heads();
+  v.p = l.spec().p;
+  v.r = l.spec().r;
+  v.gate = l.gate();
+  v.smoothing = l.spec().smoothing ? 1 : 0;
+  v.bits = l.spec().bits;
+  v.code_max = static_cast<float>(MaxCode(l.spec().bits));
+  v.region_bytes = static_cast<uint32_t>(l.region_bytes());
+  v.codes = static_cast<uint32_t>(l.payload().codes_offset);
+  v.row_scale = static_cast<uint32_t>(l.payload().row_scale_offset);
+  v.col_scale = static_cast<uint32_t>(l.payload().col_scale_offset);
+  v.comp = static_cast<uint32_t>(l.payload().comp_offset);
+  v.window = static_cast<uint32_t>(l.window_offset());
+  v.rec_k = static_cast<uint32_t>(l.rec_k_offset());
+  v.rec_u = static_cast<uint32_t>(l.rec_u_offset());
+  v.rec_w = static_cast<uint32_t>(l.rec_w_offset());
+  v.rec_g = static_cast<uint32_t>(l.rec_g_offset());
   return v;
 }
 

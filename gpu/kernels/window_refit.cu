@@ -1392,12 +1392,12 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
                    cudaStream_t stream) {
   LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, slot, batch));
   if (batch == 0) return OkStatus();
-  RegionArgs a{MakeRegionView(layout), batch, slot, pool, nullptr, 0,
-               layout.spec.kind == StateKind::kKda};
+  RegionArgs a{
+      MakeRegionView(layout), batch, slot, pool, nullptr, 0, layout.spec().kind == StateKind::kKda};
   // One CTA per resident slot (two per SM), never more than there are heads.
-  const int grid = std::min(batch * layout.num_heads, 2 * SmCount());
-  const size_t smem = RefitSharedBytes(layout.spec.p, layout.spec.r, layout.gate);
-  auto* kernel = layout.spec.bits != 8 ? RefitKernel<true> : RefitKernel<false>;
+  const int grid = std::min(batch * layout.num_heads(), 2 * SmCount());
+  const size_t smem = RefitSharedBytes(layout.spec().p, layout.spec().r, layout.gate());
+  auto* kernel = layout.spec().bits != 8 ? RefitKernel<true> : RefitKernel<false>;
   kernel<<<grid, kThreads, smem, stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
@@ -1408,10 +1408,15 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
   LEAPCACHE_RETURN_IF_ERROR(ValidateDenseParams(p));
   LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   if (p.batch == 0) return OkStatus();
-  RegionArgs a{MakeRegionView(layout), p.batch, p.slot, pool, p.states,
-               p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
-  const int grid = p.batch * layout.num_heads;
-  const bool packed = layout.spec.bits != 8;
+  RegionArgs a{MakeRegionView(layout),
+               p.batch,
+               p.slot,
+               pool,
+               p.states,
+               p.layout == Orientation::kKV ? 1 : 0,
+               layout.spec().kind == StateKind::kKda};
+  const int grid = p.batch * layout.num_heads();
+  const bool packed = layout.spec().bits != 8;
   auto* kernel =
       p.dtype == DType::kBf16
           ? (packed ? EncodeKernel<__nv_bfloat16, true> : EncodeKernel<__nv_bfloat16, false>)
@@ -1426,10 +1431,15 @@ Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_
   LEAPCACHE_RETURN_IF_ERROR(ValidateDenseParams(p));
   LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   if (p.batch == 0) return OkStatus();
-  RegionArgs a{MakeRegionView(layout), p.batch, p.slot, const_cast<uint8_t*>(pool), p.states,
-               p.layout == Orientation::kKV ? 1 : 0, layout.spec.kind == StateKind::kKda};
-  const int grid = p.batch * layout.num_heads;
-  const size_t decode_bytes = DecodeSharedBytes(layout.spec.p, layout.spec.r, layout.gate);
+  RegionArgs a{MakeRegionView(layout),
+               p.batch,
+               p.slot,
+               const_cast<uint8_t*>(pool),
+               p.states,
+               p.layout == Orientation::kKV ? 1 : 0,
+               layout.spec().kind == StateKind::kKda};
+  const int grid = p.batch * layout.num_heads();
+  const size_t decode_bytes = DecodeSharedBytes(layout.spec().p, layout.spec().r, layout.gate());
   if (p.dtype == DType::kBf16) {
     DecodeKernel<__nv_bfloat16><<<grid, kThreads, decode_bytes, stream>>>(a);
   } else {

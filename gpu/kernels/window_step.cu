@@ -385,17 +385,17 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
                         cudaStream_t stream) {
   LEAPCACHE_RETURN_IF_ERROR(ValidateStepParams(p, kD));
   LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
-  if (p.num_heads != layout.num_heads) {
+  if (p.num_heads != layout.num_heads()) {
     return InvalidArgumentError("num_heads " + std::to_string(p.num_heads) +
-                                " differs from the pool's " + std::to_string(layout.num_heads));
+                                " differs from the pool's " + std::to_string(layout.num_heads()));
   }
   if (p.batch == 0) return OkStatus();
   StepArgs a{MakeRegionView(layout), p.batch, p.slot, p.q,   p.k,        p.v,
              p.g,                    p.beta,  p.o,    pool,  p.l2norm_qk, p.scale};
   const dim3 grid(p.batch * p.num_heads), block(kThreads);
-  const bool kda = layout.spec.kind == StateKind::kKda;
-  const int stage_bytes = StepStage(layout.spec.p, layout.spec.r, layout.gate).bytes;
-  const bool packed = layout.spec.bits != 8;
+  const bool kda = layout.spec().kind == StateKind::kKda;
+  const int stage_bytes = StepStage(layout.spec().p, layout.spec().r, layout.gate()).bytes;
+  const bool packed = layout.spec().bits != 8;
   DispatchStep(kda, p.in_dtype, p.out_dtype, [&](auto kda_c, auto in_t, auto out_t) {
     constexpr bool kKda = decltype(kda_c)::value;
     using TIn = typename decltype(in_t)::type;

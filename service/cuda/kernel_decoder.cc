@@ -41,7 +41,7 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
   leapcache::StatusOr<PoolLayout> pool = MakePoolLayout(spec, static_cast<int>(n), 1);
   if (!pool.ok()) return core::FromFormatStatus(pool.status());
   const uint32_t fingerprint = LayoutFingerprint(spec);
-  const size_t payload = pool->payload.payload_bytes;
+  const size_t payload = pool->payload().payload_bytes;
   absl::MutexLock lock(&mu_);
   KernelCodecScratch& k = *scratch_;
   // Every blob is checked and placed before anything is launched: a damaged one costs nothing
@@ -65,14 +65,14 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
     }
     uint8_t* const region = h_pool_ + pool->region_offset(static_cast<int>(i), 0);
     std::memcpy(region, b.data() + kHeaderBytes, payload);
-    std::memset(region + pool->window_offset, 0, pool->rec_k_offset - pool->window_offset);
+    std::memset(region + pool->window_offset(), 0, pool->rec_k_offset() - pool->window_offset());
   }
   LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(k.device), "cudaSetDevice"));
   // Only what a fresh boundary's decode reads: each region's payload and window header, one
   // strided copy (the record areas, 30-50% of a region, stay as they are on the device).
   LC_RETURN_IF_ERROR(
-      CudaResult(cudaMemcpy2DAsync(k.pool, pool->region_bytes, h_pool_, pool->region_bytes,
-                                   pool->rec_k_offset, n, cudaMemcpyHostToDevice, k.stream),
+      CudaResult(cudaMemcpy2DAsync(k.pool, pool->region_bytes(), h_pool_, pool->region_bytes(),
+                                   pool->rec_k_offset(), n, cudaMemcpyHostToDevice, k.stream),
                  "cudaMemcpy2DAsync"));
   LC_RETURN_IF_ERROR(core::FromFormatStatus(
       kernels::WindowDecode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream)));

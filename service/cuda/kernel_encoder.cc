@@ -56,17 +56,17 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   }
   // Only the payloads, which start each region, gathered back to back by one strided copy: the
   // regions' window and record areas (30-50% of their bytes) hold nothing a blob keeps.
-  const size_t payload = pool->payload.payload_bytes;
+  const size_t payload = pool->payload().payload_bytes;
   if (absl::Status st =
-          CudaResult(cudaMemcpy2DAsync(h_payloads_, payload, k.pool, pool->region_bytes, payload, n,
-                                       cudaMemcpyDeviceToHost, k.stream),
+          CudaResult(cudaMemcpy2DAsync(h_payloads_, payload, k.pool, pool->region_bytes(), payload,
+                                       n, cudaMemcpyDeviceToHost, k.stream),
                      "cudaMemcpy2DAsync");
       !st.ok()) {
     return st;
   }
   if (absl::Status st = CudaResult(cudaStreamSynchronize(k.stream), "encode"); !st.ok()) return st;
   for (size_t i = 0; i < n; ++i) {
-    std::vector<uint8_t> blob(pool->payload.blob_bytes());
+    std::vector<uint8_t> blob(pool->payload().blob_bytes());
     std::memcpy(blob.data() + kHeaderBytes, h_payloads_ + i * payload, payload);
     SealBlob(spec, blob);
     blobs->push_back(std::move(blob));

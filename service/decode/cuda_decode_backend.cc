@@ -94,7 +94,7 @@ CudaDecodeBackend::~CudaDecodeBackend() {
 }
 
 size_t CudaDecodeBackend::row_bytes() const {
-  if (windowed()) return layout_.region_bytes * static_cast<size_t>(shape_.heads);
+  if (windowed()) return layout_.region_bytes() * static_cast<size_t>(shape_.heads);
   return static_cast<size_t>(shape_.heads) * shape_.spec.dk * shape_.spec.dv * sizeof(float);
 }
 
@@ -180,7 +180,7 @@ absl::Status CudaDecodeBackend::Reset(int slot) {
     const reference::WindowSnapshot snapshot = zero->Snapshot();
     for (size_t r = 0; r < static_cast<size_t>(shape_.layers) * shape_.heads; ++r) {
       LC_RETURN_IF_ERROR(core::FromFormatStatus(
-          WriteRegion(layout_, snapshot, rows.data() + r * layout_.region_bytes)));
+          WriteRegion(layout_, snapshot, rows.data() + r * layout_.region_bytes())));
     }
   }
   return WriteRows(slot, rows);
@@ -206,7 +206,7 @@ absl::Status CudaDecodeBackend::Load(int slot, std::span<const std::span<const u
       LC_RETURN_IF_ERROR(
           core::FromFormatStatus(reference::WindowState::FromSnapshot(options, snapshot).status()));
       LC_RETURN_IF_ERROR(core::FromFormatStatus(
-          WriteRegion(layout_, snapshot, rows.data() + i * layout_.region_bytes)));
+          WriteRegion(layout_, snapshot, rows.data() + i * layout_.region_bytes())));
     } else {
       float* S_vk = reinterpret_cast<float*>(rows.data()) + i * elements;
       LC_RETURN_IF_ERROR(
@@ -230,8 +230,9 @@ absl::StatusOr<std::vector<std::vector<uint8_t>>> CudaDecodeBackend::Export(int 
   blobs.reserve(per_slot);
   for (size_t i = 0; i < per_slot; ++i) {
     if (windowed()) {
-      LC_ASSIGN_OR_RETURN(reference::WindowSnapshot snapshot,
-                          FromFormat(ReadRegion(layout_, rows.data() + i * layout_.region_bytes)));
+      LC_ASSIGN_OR_RETURN(
+          reference::WindowSnapshot snapshot,
+          FromFormat(ReadRegion(layout_, rows.data() + i * layout_.region_bytes())));
       if (snapshot.k.empty()) {
         blobs.push_back(std::move(snapshot.blob));
         continue;

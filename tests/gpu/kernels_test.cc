@@ -473,7 +473,8 @@ TEST_P(WindowStepTest, StepAndRefitMatchReference) {
   for (int sl = 0; sl < num_slots; ++sl) {
     if (used[sl]) continue;
     const size_t off = layout->region_offset(sl, 0);
-    ASSERT_EQ(std::memcmp(pool.data() + off, out_pool.data() + off, layout->region_bytes * heads), 0)
+    ASSERT_EQ(std::memcmp(pool.data() + off, out_pool.data() + off, layout->region_bytes() * heads),
+              0)
         << "untouched slot " << sl << " changed";
   }
 }
@@ -598,7 +599,7 @@ TEST(WindowRefitTest, EveryDueHeadOnceAcrossManyRequests) {
     std::vector<uint8_t> before = d_pool.Download();
     auto count_of = [&](std::vector<uint8_t>& pool, int slot_index, int h) -> int32_t& {
       return *reinterpret_cast<int32_t*>(pool.data() + layout->region_offset(slot_index, h) +
-                                         layout->window_offset);
+                                         layout->window_offset());
     };
     for (int b = 0; b < batch; ++b) {
       if (slot[b] < 0) continue;
@@ -627,10 +628,10 @@ TEST(WindowRefitTest, EveryDueHeadOnceAcrossManyRequests) {
         if (was_due) {
           EXPECT_EQ(count_of(all, sl, h), 0) << "slot " << sl << " head " << h << " not refitted";
         } else {
-          EXPECT_EQ(std::memcmp(all.data() + off, before.data() + off, layout->region_bytes), 0)
+          EXPECT_EQ(std::memcmp(all.data() + off, before.data() + off, layout->region_bytes()), 0)
               << "slot " << sl << " head " << h << " changed, not due";
         }
-        EXPECT_EQ(std::memcmp(all.data() + off, each.data() + off, layout->region_bytes), 0)
+        EXPECT_EQ(std::memcmp(all.data() + off, each.data() + off, layout->region_bytes()), 0)
             << "slot " << sl << " head " << h << ": one launch and one per request differ";
       }
     }

@@ -295,13 +295,13 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
   // Staggered again, each token's refit overlapped with other requests' steps: the requests whose
   // window fills at this token step and refit on a high-priority stream while the rest step on a
   // second stream (an engine that tracks its requests' window positions can launch a token so).
-  // Request i holds (i + s) mod p records before token s of a pool's cycle.
+  // Request i holds (modulo_phase[i] + s) mod p records before token s of a pool's cycle.
   {
     std::vector<DeviceBuffer<int32_t>> due_slots, rest_slots;
     for (int s = 0; s < p; ++s) {
       std::vector<int32_t> due(batch), rest(batch);
       for (int i = 0; i < batch; ++i) {
-        const bool fills = (i + s) % p == p - 1;
+        const bool fills = (modulo_phase[i] + s) % p == p - 1;
         due[i] = fills ? i : -1;
         rest[i] = fills ? -1 : i;
       }

@@ -1,5 +1,6 @@
 #include "gpu/pool_layout.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,6 +19,10 @@ StatusOr<PoolLayout> MakePoolLayout(const BlobSpec& spec, int num_slots, int num
   LEAPCACHE_RETURN_IF_ERROR(ValidateSpec(spec));
   if (num_slots < 1) return InvalidArgumentError("num_slots must be >= 1");
   if (num_heads < 1) return InvalidArgumentError("num_heads must be >= 1");
+  // The kernels index a region by slot * num_heads + head in an int.
+  if (static_cast<int64_t>(num_slots) * num_heads > INT32_MAX) {
+    return InvalidArgumentError("num_slots * num_heads must be < 2^31");
+  }
   PoolLayout l;
   l.spec_ = spec;
   l.num_slots_ = num_slots;

@@ -65,7 +65,8 @@ class PoolLayout {
   size_t region_bytes_ = 0;
 };
 
-// The only way to make a non-empty layout.
+// The only way to make a non-empty layout. Refuses pools of 2^31 regions or more (the kernels
+// index a region as slot * num_heads + head in an int).
 StatusOr<PoolLayout> MakePoolLayout(const BlobSpec& spec, int num_slots, int num_heads);
 
 // Host-side conversion between a region's bytes and the reference window's stored form.

@@ -1178,7 +1178,7 @@ __device__ __forceinline__ uint8_t* RegionOf(const RegionArgs& a, int* slot_out)
 // launches without a step between) is the same for every CTA too, and costs balance only, as
 // any wrong hint does: the owner of an item still checks the item's own count.
 struct DueList {
-  int items[kThreads];  // request * H + head
+  int items[kThreads];  // the due regions' indices in the pool: slot * H + head
   int count;
   int owned[kThreads];  // each thread's first owned head of its request
   int warp_hints[kThreads / 32];
@@ -1237,13 +1237,13 @@ __device__ __noinline__ int ListDueHeads(int pass, int batch, const int32_t* slo
     list.owned[threadIdx.x] = owned;
     if (regions != nullptr && owned < heads) {
       const int n = owned == fixed ? n_fixed : owned == 0 ? head0.n : record_count(regions, owned);
-      if (n >= p) list.items[atomicAdd(&list.count, 1)] = b * heads + owned;
+      if (n >= p) list.items[atomicAdd(&list.count, 1)] = slot * heads + owned;
     }
   } else {
     __syncthreads();  // count reset
     const int64_t h = static_cast<int64_t>(round) * stride + list.owned[threadIdx.x];
     if (regions != nullptr && h < heads && record_count(regions, static_cast<int>(h)) >= p) {
-      list.items[atomicAdd(&list.count, 1)] = b * heads + static_cast<int>(h);
+      list.items[atomicAdd(&list.count, 1)] = slot * heads + static_cast<int>(h);
     }
   }
   __syncthreads();
@@ -1265,11 +1265,7 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
                              a.rv.region_bytes, a.rv.window, a.rv.p, list)) >= 0;
        ++pass) {
     for (int i = 0; i < count; ++i) {
-      const int item = list.items[i];
-      uint8_t* region =
-          a.pool + (static_cast<size_t>(a.slot[item / a.rv.num_heads]) * a.rv.num_heads +
-                    item % a.rv.num_heads) *
-                       a.rv.region_bytes;
+      uint8_t* region = a.pool + static_cast<size_t>(list.items[i]) * a.rv.region_bytes;
       // A due head's window holds p records (n >= p is due, and a window never holds more), so
       // every read is issued at once, without waiting for the record count.
       StageReads<kAnyWidth>(sh, region, a.rv, a.rv.p);

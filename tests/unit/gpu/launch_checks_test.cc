@@ -219,6 +219,12 @@ TEST_F(LaunchChecksTest, EmptyLayoutIsRefused) {
   EXPECT_FALSE(MakePoolLayout(spec, 4, 2).ok());
   EXPECT_FALSE(MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8), 0, 2).ok());
   EXPECT_FALSE(MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8), 4, 0).ok());
+  // The kernels index regions with an int: slot * num_heads + head.
+  EXPECT_TRUE(MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8), 1 << 25, 63).ok());
+  auto too_many = MakePoolLayout(BlobSpec::Leap(StateKind::kGdn, 8), 1 << 25, 64);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("num_slots * num_heads"), std::string::npos)
+      << too_many.status().message();
 }
 
 TEST_F(LaunchChecksTest, RegionBatches) {

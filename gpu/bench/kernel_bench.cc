@@ -2,13 +2,15 @@
 // (state buffers rotated well beyond the L2 size), and reports us/step, bandwidth against the
 // byte model, and the window format's speedup over the FP32 kernel timed in the same run.
 //
-// The window format is timed over whole p-cycles (step + refit launch per token, the refit
-// amortised), with window boundaries staggered across requests (request i starts i mod p
+// The window format is timed over whole p-cycles (one WindowDecodeStepAndRefit per token: at
+// batches whose heads fit one wave, one kernel that steps and refits; past that, a step and a
+// refit launch; the refit amortised), with window boundaries staggered across requests (request i starts i mod p
 // records into its window), at random phases (each request at a random point of its window, as
 // under continuous batching, where which requests fall due together is arbitrary) and in
 // lockstep (all refit together);
-// staggered also with each token's refit on a second stream, overlapped with the other requests'
-// steps, to decide by measurement whether the refit belongs beside the step or after it.
+// staggered also as a step and a refit launch at every batch (the one-kernel token's baseline),
+// and with each token's refit on a second stream, overlapped with the other requests' steps, to
+// decide by measurement whether the refit belongs beside the step, after it, or in its kernel.
 // Encode, decode, the step alone and the lockstep cycle are also timed at 6 and 4 bits (packed
 // codes, r = 6 and 8).
 #include <cuda_runtime_api.h>
@@ -178,7 +180,7 @@ double InputBytes(StateKind kind) {  // q, k, v bf16; g; beta; o fp32
 struct Row {
   std::string kind;
   int batch;
-  double fp32_graph_us, window_graph_us, window_overlap_us, window_random_us;
+  double fp32_graph_us, window_graph_us, window_overlap_us, window_random_us, window_two_us;
   double fp32_us, window_stagger_us, window_lock_us, step_only_us, refit_us, encode_us, decode_us;
   double fp32_bytes, window_bytes, refit_bytes, encode_bytes, decode_bytes;
   // The 6- and 4-bit formats (packed codes, r = 6 and 8): [0] 6-bit, [1] 4-bit. Encode, decode,
@@ -261,13 +263,11 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
       }
     }
   };
-  // Whole p-cycles of step + refit launches, one cycle per pool, then the next pool.
+  // Whole p-cycles of tokens, one cycle per pool, then the next pool.
   auto time_cycles = [&](const PoolLayout& pl, std::vector<DeviceBuffer<uint8_t>>& ps) {
     const int n = static_cast<int>(ps.size());
     return TimeUs(p * n, 5, [&](int i) {
-      uint8_t* pool = ps[(i / p) % n].get();
-      BENCH_CHECK_OK(kernels::WindowDecodeStep(pl, in.params, pool, nullptr));
-      BENCH_CHECK_OK(kernels::WindowRefit(pl, in.slot.get(), batch, pool, nullptr));
+      BENCH_CHECK_OK(kernels::WindowDecodeStepAndRefit(pl, in.params, ps[(i / p) % n].get(), nullptr));
     });
   };
   // The step kernel by itself on pools of fresh boundaries: 7 warm-up and 7 timed steps per pool
@@ -280,17 +280,19 @@ Row Measure(StateKind kind, int batch, const Device& dev, double copy_gbs) {
   };
   reset(modulo_phase);
   row.window_stagger_us = time_cycles(layout, pools);
+  // The same cycles as a step and a refit launch per token at every batch.
+  reset(modulo_phase);
+  row.window_two_us = TimeUs(p * rot, 5, [&](int i) {
+    uint8_t* pool = pools[(i / p) % rot].get();
+    BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool, nullptr));
+    BENCH_CHECK_OK(kernels::WindowRefit(layout, in.slot.get(), batch, pool, nullptr));
+  });
   reset(random_phase);
   row.window_random_us = time_cycles(layout, pools);
-  // Staggered again, graph-replayed: the step and refit launches of one p-cycle per pool.
+  // Staggered again, graph-replayed: the tokens of one p-cycle per pool.
   reset(modulo_phase);
-  row.window_graph_us = 2 * TimeGraphUs(2 * p * rot, 5, [&](int i, cudaStream_t st) {
-    uint8_t* pool = pools[(i / (2 * p)) % rot].get();
-    if (i % 2 == 0) {
-      BENCH_CHECK_OK(kernels::WindowDecodeStep(layout, in.params, pool, st));
-    } else {
-      BENCH_CHECK_OK(kernels::WindowRefit(layout, in.slot.get(), batch, pool, st));
-    }
+  row.window_graph_us = TimeGraphUs(p * rot, 5, [&](int i, cudaStream_t st) {
+    BENCH_CHECK_OK(kernels::WindowDecodeStepAndRefit(layout, in.params, pools[(i / p) % rot].get(), st));
   });
   // Staggered again, each token's refit overlapped with other requests' steps: the requests whose
   // window fills at this token step and refit on a high-priority stream while the rest step on a
@@ -446,25 +448,27 @@ int Main(int argc, char** argv) {
       rows.push_back(Measure(kind, b, dev, copy));
       const Row& r = rows.back();
       std::printf(
-          "%s B=%d fp32 %.1f us, window %.1f us (random phases %.1f, lockstep %.1f, refit overlapped %.1f), "
-          "speedup %.2fx\n",
-          r.kind.c_str(), b, r.fp32_us, r.window_stagger_us, r.window_random_us, r.window_lock_us,
-          r.window_overlap_us, r.fp32_us / r.window_stagger_us);
+          "%s B=%d fp32 %.1f us, window %.1f us (two launches %.1f, random phases %.1f, lockstep %.1f, "
+          "refit overlapped %.1f), speedup %.2fx\n",
+          r.kind.c_str(), b, r.fp32_us, r.window_stagger_us, r.window_two_us, r.window_random_us,
+          r.window_lock_us, r.window_overlap_us, r.fp32_us / r.window_stagger_us);
       std::fflush(stdout);
     }
   }
   auto gbs = [](double bytes, double us) { return bytes / (us * 1e3); };
   std::ostringstream md, js;
   md << "GPU: " << dev.name << "; device copy " << F(copy, 0) << " GB/s (read + write). H = 32, dk = dv = 128, "
-     << "BF16 inputs, cold L2. Window = 8-bit leap format, p = 16, r = 4, one p-cycle of step + refit "
-     << "launches per token, per-step average. GB/s = byte model / time.\n\n"
+     << "BF16 inputs, cold L2. Window = 8-bit leap format, p = 16, r = 4, one p-cycle of tokens "
+     << "(WindowDecodeStepAndRefit: one kernel while the batch's heads fit one wave of it, else a step "
+     << "and a refit launch), per-step average; \"two launches\": a step and a refit launch per token "
+     << "at every batch. GB/s = byte model / time.\n\n"
      << "| kind | B | fp32 us | fp32 GB/s | fp32 % copy | window us (staggered) | GB/s | lockstep us | "
         "speedup (staggered) | speedup (lockstep) | step only us | refit us (all due) | refit GB/s | "
         "encode us | encode GB/s | decode us | decode GB/s | fp32 us (graph) | window us (graph) | "
         "speedup (graph) | window us (staggered, refit overlapped) | window us (random phases) | "
-        "speedup (random phases) |\n"
+        "speedup (random phases) | window us (staggered, two launches) |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        "---:|---:|\n";
+        "---:|---:|---:|\n";
   js << "{\n  \"gpu\": \"" << dev.name << "\",\n  \"copy_gbs\": " << copy << ",\n  \"heads\": " << kHeads
      << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -478,7 +482,7 @@ int Main(int argc, char** argv) {
        << F(gbs(r.decode_bytes, r.decode_us), 0) << " | " << F(r.fp32_graph_us) << " | "
        << F(r.window_graph_us) << " | " << F(r.fp32_graph_us / r.window_graph_us, 2) << "x | "
        << F(r.window_overlap_us) << " | " << F(r.window_random_us) << " | "
-       << F(r.fp32_us / r.window_random_us, 2) << "x |\n";
+       << F(r.fp32_us / r.window_random_us, 2) << "x | " << F(r.window_two_us) << " |\n";
     js << "    {\"kind\": \"" << r.kind << "\", \"batch\": " << r.batch << ", \"fp32_us\": " << r.fp32_us
        << ", \"fp32_bytes\": " << r.fp32_bytes << ", \"window_staggered_us\": " << r.window_stagger_us
        << ", \"window_lockstep_us\": " << r.window_lock_us << ", \"window_bytes_per_step\": " << r.window_bytes
@@ -488,7 +492,8 @@ int Main(int argc, char** argv) {
        << ", \"decode_bytes\": " << r.decode_bytes << ", \"fp32_graph_us\": " << r.fp32_graph_us
        << ", \"window_staggered_graph_us\": " << r.window_graph_us
        << ", \"window_staggered_overlapped_us\": " << r.window_overlap_us
-       << ", \"window_random_phases_us\": " << r.window_random_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+       << ", \"window_random_phases_us\": " << r.window_random_us
+       << ", \"window_staggered_two_launches_us\": " << r.window_two_us << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"packed_rows\": [\n";
   md << "\nBy code width: 8-bit (r = 4) as above, 6-bit (r = 6) and 4-bit (r = 8) with packed "

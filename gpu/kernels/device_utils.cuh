@@ -64,22 +64,36 @@ __device__ __forceinline__ float GroupMax(float x) {
   return GroupReduce<kWidth>(x, MaxOp{});
 }
 
+// The barrier of code that a whole CTA runs (CtaBarrier), or that only its first kCount threads
+// run while the others wait elsewhere (NamedBarrier: hardware barrier kId, kCount threads, a
+// multiple of 32; barrier 0 is __syncthreads').
+struct CtaBarrier {
+  __device__ static __forceinline__ void Sync() { __syncthreads(); }
+};
+template <int kId, int kCount>
+struct NamedBarrier {
+  static_assert(kId > 0 && kId < 16 && kCount % 32 == 0);
+  __device__ static __forceinline__ void Sync() {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
+  }
+};
+
 // Block-wide reductions of N values at once for blocks of kThreads (multiple of 32): one pair
 // of barriers for all of them (the first keeps `scratch` from being overwritten while an earlier
 // reduction still reads it); `scratch` holds N * kThreads / 32 floats. Every thread gets the
 // results in x. The warps' partials are folded into 0 in warp order, so maxima are of
-// non-negative values (magnitudes), as every caller's are.
-template <int kThreads, int N, typename Op>
+// non-negative values (magnitudes), as every caller's are. Barrier: the kThreads threads'.
+template <int kThreads, int N, typename Op, typename Barrier = CtaBarrier>
 __device__ __forceinline__ void BlockReduceN(float (&x)[N], float* scratch, Op op) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < N; ++i) x[i] = GroupReduce<32>(x[i], op);
-  __syncthreads();
+  Barrier::Sync();
   if (lane == 0) {
 #pragma unroll
     for (int i = 0; i < N; ++i) scratch[i * (kThreads / 32) + warp] = x[i];
   }
-  __syncthreads();
+  Barrier::Sync();
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     float t = 0.0f;
@@ -88,24 +102,24 @@ __device__ __forceinline__ void BlockReduceN(float (&x)[N], float* scratch, Op o
     x[i] = t;
   }
 }
-template <int kThreads, int N>
+template <int kThreads, int N, typename Barrier = CtaBarrier>
 __device__ __forceinline__ void BlockSumN(float (&x)[N], float* scratch) {
-  BlockReduceN<kThreads>(x, scratch, AddOp{});
+  BlockReduceN<kThreads, N, AddOp, Barrier>(x, scratch, AddOp{});
 }
-template <int kThreads, int N>
+template <int kThreads, int N, typename Barrier = CtaBarrier>
 __device__ __forceinline__ void BlockMaxN(float (&x)[N], float* scratch) {
-  BlockReduceN<kThreads>(x, scratch, MaxOp{});
+  BlockReduceN<kThreads, N, MaxOp, Barrier>(x, scratch, MaxOp{});
 }
-template <int kThreads>
+template <int kThreads, typename Barrier = CtaBarrier>
 __device__ __forceinline__ float BlockSum(float x, float* scratch) {
   float v[1] = {x};
-  BlockSumN<kThreads>(v, scratch);
+  BlockSumN<kThreads, 1, Barrier>(v, scratch);
   return v[0];
 }
-template <int kThreads>
+template <int kThreads, typename Barrier = CtaBarrier>
 __device__ __forceinline__ float BlockMax(float x, float* scratch) {
   float v[1] = {x};
-  BlockMaxN<kThreads>(v, scratch);
+  BlockMaxN<kThreads, 1, Barrier>(v, scratch);
   return v[0];
 }
 

@@ -61,6 +61,13 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
 Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uint8_t* pool,
                    cudaStream_t stream);
 
+// One decode token: WindowDecodeStep, then WindowRefit over the batch's slots; the same bytes
+// in the pool and in o. Batches whose heads fit in one wave of a CTA per head (two per SM) run
+// both in one kernel, which saves the refit's launch and listing (at B = 1-8 a large part of the
+// token); larger ones take the two launches.
+Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
+                                cudaStream_t stream);
+
 // Dense states <-> pool regions. `states` is [batch][num_heads][dk][dv] (kKV) or
 // [batch][num_heads][dv][dk] (kVK) in `dtype`, aligned to two elements. Encode writes a fresh
 // boundary (n = 0, G = 0); decode writes the state the region represents, open window included.

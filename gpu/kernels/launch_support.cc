@@ -48,6 +48,16 @@ Status ValidateStepParams(const StepParams& p, int dk) {
   return OkStatus();
 }
 
+Status ValidateWindowStep(const PoolLayout& layout, const StepParams& p, const void* pool) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidateStepParams(p, kKernelDim));
+  LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
+  if (p.num_heads != layout.num_heads()) {
+    return InvalidArgumentError("num_heads " + std::to_string(p.num_heads) +
+                                " differs from the pool's " + std::to_string(layout.num_heads()));
+  }
+  return OkStatus();
+}
+
 bool WindowKernelsServe(const BlobSpec& spec) {
   return spec.codec == Codec::kLeap && (spec.bits == 8 || spec.bits == 6 || spec.bits == 4) &&
          spec.dk == kKernelDim && spec.dv == kKernelDim;

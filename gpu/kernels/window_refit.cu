@@ -1,5 +1,7 @@
 // Boundary refit, encode and decode of window-format pool regions (FORMAT.md sections 4-5;
-// CPU reference: reference::Encode, reference::Dequantize, WindowState's reconstruct).
+// CPU reference: reference::Encode, reference::Dequantize, WindowState's reconstruct), and the
+// one-kernel decode token of small batches (StepAndRefitKernel: a head's step, from
+// window_step_head.cuh, in the first four warps, then its refit where the window filled).
 //
 // One CTA of 256 threads per (request, head). Every kernel holds the dense fp32 state in the
 // layout of the fold's mma accumulators (warp w: rows 16 w .. 16 w + 15, FragmentRows): the
@@ -33,10 +35,12 @@
 #include "gpu/kernels/code_packing.cuh"
 #include "gpu/kernels/cuda_status.h"
 #include "gpu/kernels/device_utils.cuh"
+#include "gpu/kernels/dispatch.cuh"
 #include "gpu/kernels/kernels.h"
 #include "gpu/kernels/launch_support.h"
 #include "gpu/kernels/mma.cuh"
 #include "gpu/kernels/region.cuh"
+#include "gpu/kernels/window_step_head.cuh"
 #include "gpu/reference/compensators.h"
 
 namespace leapcache::kernels {
@@ -1280,6 +1284,45 @@ __global__ void __launch_bounds__(kThreads, 2) RefitKernel(RegionArgs a) {
   }
 }
 
+// One head's refit as RefitKernel runs it, for StepAndRefitKernel. Not inlined: one copy per
+// code width serves that kernel's every input and output type.
+template <bool kAnyWidth>
+__device__ __noinline__ void RefitHead(Shared& sh, uint8_t* region, RegionView rv, bool kda) {
+  if (rv.r > 0) BuildOmegaFragments(sh, rv.r);
+  if (threadIdx.x < kD) sh.col_max[threadIdx.x] = 0;
+  __syncthreads();
+  StageReads<kAnyWidth>(sh, region, rv, rv.p);
+  float s[kD / 8][4];
+  FoldStaged<1, kAnyWidth>(sh, rv, rv.p, kda,
+                           [&](int nt, float s00, float s01, float s10, float s11) {
+                             s[nt][0] = s00, s[nt][1] = s01, s[nt][2] = s10, s[nt][3] = s11;
+                           });
+  FitAndEncodeFragments<kAnyWidth>(sh, s, region, rv, 1);
+}
+
+// A decode token in one launch, for batches whose heads fit in one wave of it: warps 0-3 run
+// the step of (request, head) blockIdx.x (window_step_head.cuh, on a named barrier) while warps
+// 4-7 wait; then, if the step filled the window (or found it full), the whole CTA refits it.
+// The same bytes as WindowDecodeStep followed by WindowRefit, without the second launch and its
+// listing, which at small batches cost as much as the step (WindowDecodeStepAndRefit). The
+// step's shared memory is the start of the refit's.
+template <bool kKda, bool kAnyWidth, typename TIn, typename TOut>
+__global__ void __launch_bounds__(kThreads, 2) StepAndRefitKernel(step::StepArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int count;
+  if (threadIdx.x < step::kThreads) {
+    const int n = step::StepHead<kKda, kAnyWidth, TIn, TOut, NamedBarrier<1, step::kThreads>>(
+        a, static_cast<int>(blockIdx.x), smem);
+    if (threadIdx.x == 0) count = n;
+  }
+  __syncthreads();
+  if (count < a.rv.p) return;  // an open window, or a padding slot (-1)
+  const int b = blockIdx.x / a.rv.num_heads, h = blockIdx.x % a.rv.num_heads;
+  uint8_t* region =
+      a.pool + (static_cast<size_t>(a.slot[b]) * a.rv.num_heads + h) * a.rv.region_bytes;
+  RefitHead<kAnyWidth>(*reinterpret_cast<Shared*>(smem), region, a.rv, kKda);
+}
+
 // kAnyWidth: the packed widths' paths (their ranks' factorizations, code packing) compiled in.
 // The 8-bit encode runs without them: with them present and never taken it spilled more and ran
 // 4-5% slower.
@@ -1349,6 +1392,20 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
 
 namespace {
 
+using StepAndRefitFn = void (*)(step::StepArgs);
+
+StepAndRefitFn StepAndRefitKernelFor(bool kda, DType in, DType out, bool packed) {
+  StepAndRefitFn kernel = nullptr;
+  DispatchStep(kda, in, out, [&](auto kda_c, auto in_t, auto out_t) {
+    constexpr bool kKda = decltype(kda_c)::value;
+    using TIn = typename decltype(in_t)::type;
+    using TOut = typename decltype(out_t)::type;
+    kernel = packed ? StepAndRefitKernel<kKda, true, TIn, TOut>
+                    : StepAndRefitKernel<kKda, false, TIn, TOut>;
+  });
+  return kernel;
+}
+
 Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int32_t* slot,
                            int batch) {
   LEAPCACHE_RETURN_IF_ERROR(ValidatePoolLayout(layout, pool));
@@ -1368,6 +1425,21 @@ Status PrepareRegionLaunch(const PoolLayout& layout, const void* pool, const int
             if (e == cudaSuccess)
               e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        EncodeSharedBytes());
+          }
+          const size_t token_max =
+              std::max<size_t>(RefitSharedBytes(kMaxWindow, kMaxRank, kD),
+                               step::StepStage(kMaxWindow, kMaxRank, kD).bytes);
+          for (bool kda : {false, true}) {
+            for (DType in : {DType::kFp32, DType::kBf16}) {
+              for (DType out : {DType::kFp32, DType::kBf16}) {
+                for (bool packed : {false, true}) {
+                  if (e == cudaSuccess)
+                    e = cudaFuncSetAttribute(StepAndRefitKernelFor(kda, in, out, packed),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             token_max);
+                }
+              }
+            }
           }
           const size_t decode_max = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
           if (e == cudaSuccess)
@@ -1395,6 +1467,39 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
   const size_t smem = RefitSharedBytes(layout.spec().p, layout.spec().r, layout.gate());
   auto* kernel = layout.spec().bits != 8 ? RefitKernel<true> : RefitKernel<false>;
   kernel<<<grid, kThreads, smem, stream>>>(a);
+  LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return OkStatus();
+}
+
+Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
+                                cudaStream_t stream) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidateWindowStep(layout, p, pool));
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
+  if (p.batch == 0) return OkStatus();
+  // One CTA per head, two per SM: past one wave the step would run at a quarter of the step
+  // kernel's CTAs per SM, so larger batches take the two launches.
+  if (p.batch * p.num_heads > 2 * SmCount()) {
+    LEAPCACHE_RETURN_IF_ERROR(WindowDecodeStep(layout, p, pool, stream));
+    return WindowRefit(layout, p.slot, p.batch, pool, stream);
+  }
+  const step::StepArgs a{MakeRegionView(layout),
+                         p.batch,
+                         p.slot,
+                         p.q,
+                         p.k,
+                         p.v,
+                         p.g,
+                         p.beta,
+                         p.o,
+                         pool,
+                         p.l2norm_qk,
+                         p.scale};
+  const int sp = layout.spec().p, r = layout.spec().r;
+  const size_t smem = std::max<size_t>(RefitSharedBytes(sp, r, layout.gate()),
+                                       step::StepStage(sp, r, layout.gate()).bytes);
+  StepAndRefitKernelFor(
+      layout.spec().kind == StateKind::kKda, p.in_dtype, p.out_dtype,
+      layout.spec().bits != 8)<<<p.batch * p.num_heads, kThreads, smem, stream>>>(a);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }

@@ -147,9 +147,7 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
   p.scale = s.scale;
   if (windowed()) {
     LC_RETURN_IF_ERROR(
-        core::FromFormatStatus(kernels::WindowDecodeStep(layout_, p, pool_, stream_)));
-    LC_RETURN_IF_ERROR(
-        core::FromFormatStatus(kernels::WindowRefit(layout_, d_slot_, batch, pool_, stream_)));
+        core::FromFormatStatus(kernels::WindowDecodeStepAndRefit(layout_, p, pool_, stream_)));
   } else {
     LC_RETURN_IF_ERROR(core::FromFormatStatus(kernels::Fp32DecodeStep(
         s.spec.kind, p, reinterpret_cast<float*>(pool_), s.slots * s.layers, stream_)));

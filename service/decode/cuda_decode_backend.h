@@ -1,8 +1,8 @@
 // CudaDecodeBackend: the attached-decode states in a device pool, advanced by the fused decode
 // and boundary-refit kernels (gpu/kernels/kernels.h). Pool slot (slot, layer) is region row
 // slot * layers + layer, heads inside it, so one launch per layer serves the whole batch.
-//   - leap namespaces (8, 6 and 4 bits): a window pool (gpu/pool_layout.h); WindowDecodeStep, then
-//     WindowRefit over the batch's slots (refits exactly the heads whose window filled);
+//   - leap namespaces (8, 6 and 4 bits): a window pool (gpu/pool_layout.h);
+//     WindowDecodeStepAndRefit (the step, then the refit of exactly the heads whose window filled);
 //   - fp32 namespaces: an FP32 pool [slot][head][dv][dk]; Fp32DecodeStep.
 // Loads and exports go through the host form of a region (WriteRegion / ReadRegion) and the CPU
 // reference codec, so a checkpoint leaves the pool as the same v1 blob the CPU backend exports.

@@ -645,6 +645,107 @@ TEST(WindowRefitTest, EveryDueHeadOnceAcrossManyRequests) {
   }
 }
 
+// WindowDecodeStepAndRefit must leave the same bytes in the pool and in o as WindowDecodeStep
+// followed by WindowRefit, token after token: in its one-kernel form (batches whose heads fit in
+// one wave) and its two-launch form. Requests start at staggered window phases, so tokens cross
+// boundaries at different times; one request starts with full windows that were never refitted
+// (the step flags them, the refit empties them); one slot is padding.
+struct TokenCase {
+  StateKind kind;
+  int bits;
+  DType in, out;
+  int heads;
+};
+class WindowStepAndRefitTest : public ::testing::TestWithParam<TokenCase> {};
+
+TEST_P(WindowStepAndRefitTest, SameBytesAsStepThenRefit) {
+  const TokenCase c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  const int batch = 7, heads = c.heads, num_slots = 10;
+  const BlobSpec spec = BlobSpec::Leap(c.kind, c.bits);
+  auto layout = MakePoolLayout(spec, num_slots, heads);
+  ASSERT_TRUE(layout.ok());
+  const int p = spec.p;
+  const std::vector<int32_t> slot = RandomSlots(rng, batch, num_slots, 3);
+  DeviceBuffer<int32_t> d_slot(slot);
+  std::vector<uint16_t> dense(size_t(batch) * heads * kD * kD);
+  for (auto& x : dense) x = FloatToBf16(rng.Normal());
+  DeviceBuffer<uint16_t> d_dense(dense);
+  std::vector<uint8_t> poison(layout->pool_bytes());
+  for (auto& x : poison) x = static_cast<uint8_t>(rng.gen());
+  DeviceBuffer<uint8_t> d_start(poison);
+  const DenseParams dp{batch, d_slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
+  ASSERT_TRUE(WindowEncode(*layout, dp, d_start.get(), nullptr).ok());
+  const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
+  auto single_steps = [&](int b, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      StepBatch s{1, heads, c.kind, c.in};
+      s.slot = {slot[b]};
+      s.Fill(rng);
+      DeviceStep d(s, opts);
+      ASSERT_TRUE(WindowDecodeStep(*layout, d.params, d_start.get(), nullptr).ok());
+    }
+  };
+  for (int b = 0; b < batch; ++b) {
+    if (slot[b] >= 0) single_steps(b, b == 0 ? p : (5 * b) % p);  // request 0: full windows
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint8_t> start = d_start.Download();
+  DeviceBuffer<uint8_t> d_two(start), d_one(start);
+
+  const size_t o_bytes = size_t(batch) * heads * kD * (c.out == DType::kBf16 ? 2 : 4);
+  auto count_of = [&](const std::vector<uint8_t>& pool, int sl) {  // head 0's record count
+    return *reinterpret_cast<const int32_t*>(pool.data() + layout->region_offset(sl, 0) +
+                                             layout->window_offset());
+  };
+  std::vector<bool> refitted(batch, false);
+  for (int token = 0; token < p + 3; ++token) {
+    SCOPED_TRACE("token " + std::to_string(token));
+    StepBatch s{batch, heads, c.kind, c.in};
+    s.slot = slot;
+    s.Fill(rng);
+    DeviceStep two(s, opts), one(s, opts);  // o poisoned with NaN in both
+    two.params.out_dtype = one.params.out_dtype = c.out;
+    ASSERT_TRUE(WindowDecodeStep(*layout, two.params, d_two.get(), nullptr).ok());
+    ASSERT_TRUE(WindowRefit(*layout, d_slot.get(), batch, d_two.get(), nullptr).ok());
+    ASSERT_TRUE(WindowDecodeStepAndRefit(*layout, one.params, d_one.get(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> o_two = two.o.Download(), o_one = one.o.Download();
+    ASSERT_EQ(std::memcmp(o_two.data(), o_one.data(), o_bytes), 0) << "o differs";
+    const std::vector<uint8_t> pool_two = d_two.Download(), pool_one = d_one.Download();
+    for (int sl = 0; sl < num_slots; ++sl) {
+      for (int h = 0; h < heads; ++h) {
+        const size_t off = layout->region_offset(sl, h);
+        ASSERT_EQ(std::memcmp(pool_two.data() + off, pool_one.data() + off, layout->region_bytes()),
+                  0)
+            << "slot " << sl << " head " << h << " differs";
+      }
+    }
+    for (int b = 0; b < batch; ++b) {
+      if (slot[b] >= 0 && count_of(pool_one, slot[b]) == 0) refitted[b] = true;
+    }
+  }
+  // The tokens did real work: request 0 began with full windows, and every live request's
+  // window was refitted (found empty after a token) at least once.
+  for (int b = 0; b < batch; ++b) {
+    if (slot[b] < 0) continue;
+    if (b == 0) {
+      EXPECT_EQ(count_of(start, slot[b]), p);
+    }
+    EXPECT_TRUE(refitted[b]) << "request " << b << " never refitted";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, WindowStepAndRefitTest,
+    ::testing::Values(TokenCase{StateKind::kGdn, 8, DType::kBf16, DType::kFp32, 8},
+                      TokenCase{StateKind::kKda, 8, DType::kFp32, DType::kBf16, 8},
+                      TokenCase{StateKind::kGdn, 4, DType::kBf16, DType::kBf16, 5},
+                      TokenCase{StateKind::kKda, 6, DType::kFp32, DType::kFp32, 5},
+                      TokenCase{StateKind::kGdn, 8, DType::kBf16, DType::kFp32, 96}));
+
 // ---------------------------------------------------------------------------------------------
 // Encode / decode of dense states.
 

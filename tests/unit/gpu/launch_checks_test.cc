@@ -66,10 +66,11 @@ class LaunchChecksTest : public ::testing::Test {
 
   uint8_t* pool() { return mem_.at(2048); }
 
-  // The step's checks through both step launchers.
+  // The step's checks through every step launcher.
   void ExpectStepRejected(const StepParams& p, const std::string& names) {
     ExpectRejected(ValidateStepParams(p, kKernelDim), names);
     ExpectRejected(WindowDecodeStep(layout_, p, pool(), nullptr), names);
+    ExpectRejected(WindowDecodeStepAndRefit(layout_, p, pool(), nullptr), names);
     ExpectRejected(Fp32DecodeStep(StateKind::kGdn, p, reinterpret_cast<float*>(pool()), 4, nullptr),
                    names);
   }
@@ -81,6 +82,7 @@ class LaunchChecksTest : public ::testing::Test {
     p.num_heads = l.empty() ? step_.num_heads : l.num_heads();  // valid step params
     ExpectRejected(ValidatePoolLayout(l, pool), names);
     ExpectRejected(WindowDecodeStep(l, p, const_cast<uint8_t*>(pool), nullptr), names);
+    ExpectRejected(WindowDecodeStepAndRefit(l, p, const_cast<uint8_t*>(pool), nullptr), names);
     ExpectRejected(WindowRefit(l, dense_.slot, 2, const_cast<uint8_t*>(pool), nullptr), names);
     ExpectRejected(WindowEncode(l, dense_, const_cast<uint8_t*>(pool), nullptr), names);
     ExpectRejected(WindowDecode(l, dense_, pool, nullptr), names);
@@ -140,6 +142,8 @@ TEST_F(LaunchChecksTest, StepShapesDtypesAndScale) {
   p = step_;
   p.num_heads = 3;
   ExpectRejected(WindowDecodeStep(layout_, p, pool(), nullptr),
+                 "num_heads 3 differs from the pool's 2");
+  ExpectRejected(WindowDecodeStepAndRefit(layout_, p, pool(), nullptr),
                  "num_heads 3 differs from the pool's 2");
 }
 

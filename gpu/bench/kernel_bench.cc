@@ -3,14 +3,14 @@
 // byte model, and the window format's speedup over the FP32 kernel timed in the same run.
 //
 // The window format is timed over whole p-cycles (one WindowDecodeStepAndRefit per token: at
-// batches whose heads fit one wave, one kernel that steps and refits; past that, a step and a
-// refit launch; the refit amortised), with window boundaries staggered across requests (request i starts i mod p
-// records into its window), at random phases (each request at a random point of its window, as
-// under continuous batching, where which requests fall due together is arbitrary) and in
-// lockstep (all refit together);
-// staggered also as a step and a refit launch at every batch (the one-kernel token's baseline),
-// and with each token's refit on a second stream, overlapped with the other requests' steps, to
-// decide by measurement whether the refit belongs beside the step, after it, or in its kernel.
+// batches whose heads fit two waves of it, one kernel that steps and refits; past that, a step
+// and a refit launch; the refit amortised), with window boundaries staggered across requests
+// (request i starts i mod p records into its window), at random phases (each request at a
+// random point of its window, as under continuous batching, where which requests fall due
+// together is arbitrary) and in lockstep (all refit together); staggered also as a step and a
+// refit launch at every batch (the one-kernel token's baseline), and with each token's refit on
+// a second stream, overlapped with the other requests' steps, to decide by measurement whether
+// the refit belongs beside the step, after it, or in its kernel.
 // Encode, decode, the step alone and the lockstep cycle are also timed at 6 and 4 bits (packed
 // codes, r = 6 and 8).
 #include <cuda_runtime_api.h>
@@ -459,7 +459,7 @@ int Main(int argc, char** argv) {
   std::ostringstream md, js;
   md << "GPU: " << dev.name << "; device copy " << F(copy, 0) << " GB/s (read + write). H = 32, dk = dv = 128, "
      << "BF16 inputs, cold L2. Window = 8-bit leap format, p = 16, r = 4, one p-cycle of tokens "
-     << "(WindowDecodeStepAndRefit: one kernel while the batch's heads fit one wave of it, else a step "
+     << "(WindowDecodeStepAndRefit: one kernel while the batch's heads fit two waves of it, else a step "
      << "and a refit launch), per-step average; \"two launches\": a step and a refit launch per token "
      << "at every batch. GB/s = byte model / time.\n\n"
      << "| kind | B | fp32 us | fp32 GB/s | fp32 % copy | window us (staggered) | GB/s | lockstep us | "

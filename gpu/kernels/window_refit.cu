@@ -1300,7 +1300,7 @@ __device__ __noinline__ void RefitHead(Shared& sh, uint8_t* region, RegionView r
   FitAndEncodeFragments<kAnyWidth>(sh, s, region, rv, 1);
 }
 
-// A decode token in one launch, for batches whose heads fit in one wave of it: warps 0-3 run
+// A decode token in one launch, for batches whose heads fit in two waves of it: warps 0-3 run
 // the step of (request, head) blockIdx.x (window_step_head.cuh, on a named barrier) while warps
 // 4-7 wait; then, if the step filled the window (or found it full), the whole CTA refits it.
 // The same bytes as WindowDecodeStep followed by WindowRefit, without the second launch and its
@@ -1476,9 +1476,11 @@ Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, u
   LEAPCACHE_RETURN_IF_ERROR(ValidateWindowStep(layout, p, pool));
   LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   if (p.batch == 0) return OkStatus();
-  // One CTA per head, two per SM: past one wave the step would run at a quarter of the step
-  // kernel's CTAs per SM, so larger batches take the two launches.
-  if (p.batch * p.num_heads > 2 * SmCount()) {
+  // One CTA per head, two per SM, so its step runs at a quarter of the step kernel's CTAs per
+  // SM. Measured on an H200 (GDN, staggered windows, H = 32): the one kernel wins at one and two
+  // waves (B = 8: 16.9 -> 12.9 us per token; B = 16: 25.0 -> 23.3) and loses from three
+  // (B = 24: 27.0 -> 29.0; B = 32: 28.7 -> 33.6), so larger batches take the two launches.
+  if (p.batch * p.num_heads > 4 * SmCount()) {
     LEAPCACHE_RETURN_IF_ERROR(WindowDecodeStep(layout, p, pool, stream));
     return WindowRefit(layout, p.slot, p.batch, pool, stream);
   }

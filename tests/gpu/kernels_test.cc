@@ -647,7 +647,7 @@ TEST(WindowRefitTest, EveryDueHeadOnceAcrossManyRequests) {
 
 // WindowDecodeStepAndRefit must leave the same bytes in the pool and in o as WindowDecodeStep
 // followed by WindowRefit, token after token: in its one-kernel form (batches whose heads fit in
-// one wave) and its two-launch form. Requests start at staggered window phases, so tokens cross
+// two waves: 7 x 8 and 7 x 64 heads on an H200) and its two-launch form (7 x 96). Requests start at staggered window phases, so tokens cross
 // boundaries at different times; one request starts with full windows that were never refitted
 // (the step flags them, the refit empties them); one slot is padding.
 struct TokenCase {
@@ -744,6 +744,7 @@ INSTANTIATE_TEST_SUITE_P(
                       TokenCase{StateKind::kKda, 8, DType::kFp32, DType::kBf16, 8},
                       TokenCase{StateKind::kGdn, 4, DType::kBf16, DType::kBf16, 5},
                       TokenCase{StateKind::kKda, 6, DType::kFp32, DType::kFp32, 5},
+                      TokenCase{StateKind::kKda, 8, DType::kBf16, DType::kFp32, 64},
                       TokenCase{StateKind::kGdn, 8, DType::kBf16, DType::kFp32, 96}));
 
 // ---------------------------------------------------------------------------------------------

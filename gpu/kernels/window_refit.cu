@@ -1484,18 +1484,7 @@ Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, u
     LEAPCACHE_RETURN_IF_ERROR(WindowDecodeStep(layout, p, pool, stream));
     return WindowRefit(layout, p.slot, p.batch, pool, stream);
   }
-  const step::StepArgs a{MakeRegionView(layout),
-                         p.batch,
-                         p.slot,
-                         p.q,
-                         p.k,
-                         p.v,
-                         p.g,
-                         p.beta,
-                         p.o,
-                         pool,
-                         p.l2norm_qk,
-                         p.scale};
+  const step::StepArgs a = step::MakeStepArgs(layout, p, pool);
   const int sp = layout.spec().p, r = layout.spec().r;
   const size_t smem = std::max<size_t>(RefitSharedBytes(sp, r, layout.gate()),
                                        step::StepStage(sp, r, layout.gate()).bytes);

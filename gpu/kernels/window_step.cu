@@ -25,8 +25,7 @@ Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* 
                         cudaStream_t stream) {
   LEAPCACHE_RETURN_IF_ERROR(ValidateWindowStep(layout, p, pool));
   if (p.batch == 0) return OkStatus();
-  StepArgs a{MakeRegionView(layout), p.batch, p.slot, p.q,   p.k,        p.v,
-             p.g,                    p.beta,  p.o,    pool,  p.l2norm_qk, p.scale};
+  const StepArgs a = step::MakeStepArgs(layout, p, pool);
   const dim3 grid(p.batch * p.num_heads), block(step::kThreads);
   const bool kda = layout.spec().kind == StateKind::kKda;
   const int stage_bytes = StepStage(layout.spec().p, layout.spec().r, layout.gate()).bytes;

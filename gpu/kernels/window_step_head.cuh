@@ -62,6 +62,21 @@ struct StepArgs {
   float scale;
 };
 
+inline StepArgs MakeStepArgs(const PoolLayout& layout, const StepParams& p, uint8_t* pool) {
+  return StepArgs{MakeRegionView(layout),
+                  p.batch,
+                  p.slot,
+                  p.q,
+                  p.k,
+                  p.v,
+                  p.g,
+                  p.beta,
+                  p.o,
+                  pool,
+                  p.l2norm_qk,
+                  p.scale};
+}
+
 // Power of two 2^e with max / 2^e in [1, 2) (1 for zero): the record scale of FORMAT.md. Bit
 // arithmetic for normal maxima (the block-uniform branch to frexpf is for subnormal ones).
 __device__ __forceinline__ float RecordScale(float max_abs) {

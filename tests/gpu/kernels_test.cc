@@ -554,6 +554,22 @@ TEST(WindowStepFullWindowTest, KeepsTheRegionAndFlagsTheOutput) {
   }
 }
 
+// A pool of random bytes whose regions of slot[0..batch) hold fresh boundaries (WindowEncode)
+// of random bf16 states: every one of their windows empty.
+DeviceBuffer<uint8_t> FreshBoundaries(const PoolLayout& layout, const DeviceBuffer<int32_t>& slot,
+                                      int batch, Rng& rng) {
+  std::vector<uint16_t> dense(size_t(batch) * layout.num_heads() * kD * kD);
+  for (auto& x : dense) x = FloatToBf16(rng.Normal());
+  DeviceBuffer<uint16_t> d_dense(dense);
+  std::vector<uint8_t> poison(layout.pool_bytes());
+  for (auto& x : poison) x = static_cast<uint8_t>(rng.gen());
+  DeviceBuffer<uint8_t> pool(poison);
+  const DenseParams dp{batch, slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
+  EXPECT_TRUE(WindowEncode(layout, dp, pool.get(), nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // before d_dense goes
+  return pool;
+}
+
 // The refit's CTAs share a launch's heads by a hint each reads from heads that other CTAs refit
 // (ListDueHeads): across several groups of 256 requests, with requests due at random and the
 // hint (head 0) wrong both ways for some, every due head must be refitted exactly once. The pool
@@ -576,14 +592,7 @@ TEST(WindowRefitTest, EveryDueHeadOnceAcrossManyRequests) {
     DeviceBuffer<int32_t> d_slot(slot);
 
     // Fresh boundaries, then every request's window filled (p steps), so every record is real.
-    std::vector<uint16_t> dense(size_t(batch) * heads * kD * kD);
-    for (auto& x : dense) x = FloatToBf16(rng.Normal());
-    DeviceBuffer<uint16_t> d_dense(dense);
-    std::vector<uint8_t> poison(layout->pool_bytes());
-    for (auto& x : poison) x = static_cast<uint8_t>(rng.gen());
-    DeviceBuffer<uint8_t> d_pool(poison);
-    const DenseParams dp{batch, d_slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
-    ASSERT_TRUE(WindowEncode(*layout, dp, d_pool.get(), nullptr).ok());
+    DeviceBuffer<uint8_t> d_pool = FreshBoundaries(*layout, d_slot, batch, rng);
     const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
     for (int t = 0; t < p; ++t) {
       StepBatch s{batch, heads, kind, DType::kBf16};
@@ -670,14 +679,7 @@ TEST_P(WindowStepAndRefitTest, SameBytesAsStepThenRefit) {
   const int p = spec.p;
   const std::vector<int32_t> slot = RandomSlots(rng, batch, num_slots, 3);
   DeviceBuffer<int32_t> d_slot(slot);
-  std::vector<uint16_t> dense(size_t(batch) * heads * kD * kD);
-  for (auto& x : dense) x = FloatToBf16(rng.Normal());
-  DeviceBuffer<uint16_t> d_dense(dense);
-  std::vector<uint8_t> poison(layout->pool_bytes());
-  for (auto& x : poison) x = static_cast<uint8_t>(rng.gen());
-  DeviceBuffer<uint8_t> d_start(poison);
-  const DenseParams dp{batch, d_slot.get(), d_dense.get(), DType::kBf16, Orientation::kVK};
-  ASSERT_TRUE(WindowEncode(*layout, dp, d_start.get(), nullptr).ok());
+  DeviceBuffer<uint8_t> d_start = FreshBoundaries(*layout, d_slot, batch, rng);
   const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
   auto single_steps = [&](int b, int steps) {
     for (int i = 0; i < steps; ++i) {

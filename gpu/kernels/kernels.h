@@ -64,7 +64,7 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
 // One decode token: WindowDecodeStep, then WindowRefit over the batch's slots; the same bytes
 // in the pool and in o. Batches whose heads fit in two waves of a CTA per head (two per SM: at
 // most 4 x SMs heads) run both in one kernel, which saves the refit's launch and listing (at
-// B = 1-8, H = 32, a third of the token); larger ones take the two launches.
+// B = 1-8, H = 32, a quarter to a third of the token); larger ones take the two launches.
 Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
                                 cudaStream_t stream);
 

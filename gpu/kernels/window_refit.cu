@@ -1474,7 +1474,6 @@ Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uin
 Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
                                 cudaStream_t stream) {
   LEAPCACHE_RETURN_IF_ERROR(ValidateWindowStep(layout, p, pool));
-  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   if (p.batch == 0) return OkStatus();
   // One CTA per head, two per SM, so its step runs at a quarter of the step kernel's CTAs per
   // SM. Measured on an H200 (GDN, staggered windows, H = 32): the one kernel wins at one and two
@@ -1484,6 +1483,7 @@ Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, u
     LEAPCACHE_RETURN_IF_ERROR(WindowDecodeStep(layout, p, pool, stream));
     return WindowRefit(layout, p.slot, p.batch, pool, stream);
   }
+  LEAPCACHE_RETURN_IF_ERROR(PrepareRegionLaunch(layout, pool, p.slot, p.batch));
   const step::StepArgs a = step::MakeStepArgs(layout, p, pool);
   const int sp = layout.spec().p, r = layout.spec().r;
   const size_t smem = std::max<size_t>(RefitSharedBytes(sp, r, layout.gate()),

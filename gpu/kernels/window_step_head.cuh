@@ -1,6 +1,6 @@
 // The window format's fused decode step of one (request, head) (FORMAT.md section 5; CPU
 // reference: reference::WindowState::Step), run by 128 threads: the step kernel's CTA
-// (window_step.cu), or the first four warps of the step-and-refit kernel's (window_refit.cu):
+// (window_step.cu), or the first four warps of the step-and-refit kernel's (window_token.cu):
 //   A. the 16 KiB of int8 codes are requested first (8 x 16 B per lane, in flight during the
 //      rest of the prologue; 6- and 4-bit codes: 12 or 8 B per piece, widened in registers
 //      before C to the top bits of int8 bytes, 4 or 16 times the codes); inputs are normalised, the

@@ -196,6 +196,36 @@ void ProtoCorpus(const fs::path& dir) {
   WriteFile(dir / "proto-dense-put", dense);
 }
 
+// ucx_wire: the first byte picks the blob (even: a worker address, odd: a remote key). Worker
+// addresses in both UCX formats, with the fields the walk branches on; the two inputs that
+// aborted the server; keys with and without the distance tail.
+void UcxWireCorpus(const fs::path& dir) {
+  auto seed = [&](const char* name, char which, std::string blob) {
+    WriteFile(dir / name, std::string(1, which) + blob);
+  };
+  const std::string attrs_v2(8, '\x01'), attrs_v1(16, '\x01'), uuid(8, '\x5a');
+  // v2, uuid and name; two devices: one with paths, a system device and an address, and one empty.
+  seed("addr-v2", 0,
+       std::string("\x01\x03", 2) + uuid + "\x04node" + std::string("\x00\x64\x02\x01", 4) +
+           "dev1" + "\x12\x34" + attrs_v2 + std::string("\x06", 1) + "iface1" + "\x56\x78" +
+           attrs_v2 + "\x82if" + std::string("\x81\x80", 2));
+  // v2 with every length extended: md index 40, a 32-byte device and a 64-byte interface address.
+  seed("addr-v2-extended", 0,
+       std::string("\x01\x00\x7f\x28\x9f\x20", 6) + std::string(32, '\x07') + "\x12\x34" +
+           attrs_v2 + std::string("\xbf\x40", 2) + std::string(64, '\x08'));
+  // v1: uuid always; 16 attribute bytes.
+  seed("addr-v1", 0,
+       std::string("\x20", 1) + uuid + std::string("\x01\x84", 2) + "dev0" + "\x12\x34" +
+           attrs_v1 + "\x83" "abc");
+  seed("addr-empty", 0, std::string("\x01\x00\xff", 3));
+  seed("addr-crash-1", 0, "\xff");
+  seed("addr-crash-2", 0, std::string("\x02") + std::string(31, '\0'));
+  seed("key-host", 1, std::string("\x05\0\0\0\0\0\0\0\x00\x03" "abc\x01" "d", 15));
+  seed("key-cuda-distances", 1,
+       std::string("\x01\0\0\0\0\0\0\0\x01\x08", 10) + std::string(8, '\x11') +
+           std::string("\x02\x00\x10\x20\x01\x30\x40", 7));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,7 +234,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out(argv[1]);
-  for (const char* target : {"blob_parser", "npy_reader", "config_loader", "proto_request"}) {
+  for (const char* target : {"blob_parser", "npy_reader", "config_loader", "proto_request",
+                             "ucx_wire"}) {
     fs::remove_all(out / target);
     fs::create_directories(out / target);
   }
@@ -212,5 +243,6 @@ int main(int argc, char** argv) {
   NpyCorpus(out / "npy_reader");
   ConfigCorpus(out / "config_loader");
   ProtoCorpus(out / "proto_request");
+  UcxWireCorpus(out / "ucx_wire");
   return 0;
 }

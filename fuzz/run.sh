@@ -14,12 +14,12 @@ mkdir -p "$artifacts"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for target in blob_parser npy_reader config_loader proto_request; do
+for target in blob_parser npy_reader config_loader proto_request ucx_wire; do
   mkdir -p "$work/$target"
   echo "fuzz: $target for ${seconds}s"
   # -timeout: an input taking over 10 s counts as a hang; -rss_limit_mb bounds a leak or blow-up.
   log="$work/$target.log"
-  if ! TMPDIR="$work" "$build/fuzz/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 \
+  if ! UCX_LOG_LEVEL=fatal TMPDIR="$work" "$build/fuzz/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/${target}-" \
       "$work/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
     tail -n 80 "$log" >&2

@@ -45,6 +45,12 @@ absl::StatusOr<std::unique_ptr<UcxContext>> UcxContext::Create(const UcxOptions&
   if (ucs_status_t st = ucp_config_read(nullptr, nullptr, &config); st != UCS_OK) {
     return UcsError(st, "ucp_config_read");
   }
+  // Worker addresses in the format CheckUcxWorkerAddress walks: unified mode packs resource
+  // indices instead of lengths, whatever the environment says.
+  if (ucs_status_t st = ucp_config_modify(config, "UNIFIED_MODE", "n"); st != UCS_OK) {
+    ucp_config_release(config);
+    return UcsError(st, "ucp_config_modify UNIFIED_MODE");
+  }
   if (!options.transports.empty()) {
     if (ucs_status_t st = ucp_config_modify(config, "TLS", options.transports.c_str());
         st != UCS_OK) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/status_util.h"
 #include "service/transport/ucx_target_worker.h"
+#include "service/transport/ucx_wire_check.h"
 
 namespace leapcache::transport {
 namespace {
@@ -50,14 +51,17 @@ absl::Status Track(ucs_status_ptr_t request, Completion& c, std::vector<void*>& 
 
 absl::StatusOr<std::unique_ptr<UcxPeerConnection>> UcxPeerConnection::Connect(
     UcxContext* context, const std::string& peer_address) {
-  if (peer_address.empty()) return absl::InvalidArgumentError("UCX worker address is empty");
+  // The address comes from the engine: checked before UCX parses it, and parsed from a padded
+  // copy (ucx_wire_check.h says why).
+  LC_RETURN_IF_ERROR(CheckUcxWorkerAddress(peer_address));
+  const std::vector<uint8_t> address = PaddedCopy(peer_address);
   // One thread at a time: the session's transfers are serialized by the service.
   LC_ASSIGN_OR_RETURN(ucp_worker_h worker, CreateUcxWorker(context, UCS_THREAD_MODE_SERIALIZED));
   std::unique_ptr<UcxPeerConnection> c(new UcxPeerConnection(context, worker));
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params.address = reinterpret_cast<const ucp_address_t*>(peer_address.data());
+  params.address = reinterpret_cast<const ucp_address_t*>(address.data());
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &UcxPeerConnection::OnPeerError;
   params.err_handler.arg = c.get();
@@ -109,8 +113,10 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxPeerConnection::Import(
   LC_RETURN_IF_ERROR(ValidateDescriptor(descriptor, TransportKind::kUcx,
                                         context_->capabilities()));
   LC_RETURN_IF_ERROR(health());
+  LC_RETURN_IF_ERROR(CheckUcxRemoteKey(descriptor.key));
+  const std::vector<uint8_t> key = PaddedCopy(descriptor.key);
   ucp_rkey_h rkey = nullptr;
-  if (ucs_status_t st = ucp_ep_rkey_unpack(ep_, descriptor.key.data(), &rkey); st != UCS_OK) {
+  if (ucs_status_t st = ucp_ep_rkey_unpack(ep_, key.data(), &rkey); st != UCS_OK) {
     return absl::InvalidArgumentError(
         absl::StrCat("buffer.remote_key is not a UCX rkey this endpoint can use: ",
                      ucs_status_string(st)));

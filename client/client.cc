@@ -8,7 +8,10 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/channel.h"
 #include "client/grpc_status_conversion.h"
 #include "client/wire_convert.h"
@@ -17,17 +20,92 @@
 #include "leapcache/v1/state_cache.grpc.pb.h"
 
 namespace leapcache::client {
+namespace {
+
+absl::Status StatusOf(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+// The server's answers for an id that does not name the caller's namespace (any more): unknown
+// (NOT_FOUND, also for another tenant's), or another namespace's (FAILED_PRECONDITION naming the
+// tag).
+bool StaleNamespace(const absl::Status& s) {
+  return (s.code() == absl::StatusCode::kNotFound &&
+          absl::StartsWith(s.message(), "unknown namespace ")) ||
+         (s.code() == absl::StatusCode::kFailedPrecondition &&
+          absl::StrContains(s.message(), "namespace_tag"));
+}
+
+}  // namespace
+
 struct Client::Impl {
   ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::StateCache::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 
+  // Namespaces registered through this client, by the id the caller holds: the spec (to
+  // register again after a server restart), the tag, and the id the server knows it by now.
+  struct Registered {
+    NamespaceSpec spec;
+    uint64_t tag = 0;
+    uint32_t server_id = 0;
+  };
+  mutable absl::Mutex mu;
+  absl::flat_hash_map<uint32_t, Registered> registered ABSL_GUARDED_BY(mu);
+
   void Unary(grpc::ClientContext* context) const {
     context->set_deadline(DeadlineAfter(options.rpc_timeout));
   }
   void Transfer(grpc::ClientContext* context) const {
     context->set_deadline(DeadlineAfter(options.transfer_timeout));
+  }
+
+  absl::StatusOr<NamespaceInfo> Register(const NamespaceSpec& spec) const {
+    v1::RegisterNamespaceRequest request;
+    ToProto(spec, &request);
+    v1::RegisterNamespaceResponse response;
+    grpc::ClientContext context;
+    Unary(&context);
+    if (grpc::Status st = stub->RegisterNamespace(&context, request, &response); !st.ok()) {
+      return FromGrpcStatus(st);
+    }
+    return NamespaceInfo{response.namespace_id(),    response.namespace_tag(),
+                         response.fingerprint(),     response.blob_bytes(),
+                         response.format_label(),    response.layout_fingerprint()};
+  }
+
+  // What to send for the caller's id: the server's id and the tag, or the id unchecked (tag 0)
+  // for a namespace this client did not register.
+  std::pair<uint32_t, uint64_t> Address(uint32_t id) const {
+    absl::MutexLock lock(&mu);
+    auto it = registered.find(id);
+    if (it == registered.end()) return {id, 0};
+    return {it->second.server_id, it->second.tag};
+  }
+
+  // Runs `call(server_id, tag)`; if the server says the id no longer names the namespace this
+  // client registered under it, registers the namespace again and runs `call` once more.
+  template <typename Call>
+  auto OnNamespace(uint32_t id, Call&& call) -> decltype(call(uint32_t{}, uint64_t{})) {
+    auto [server_id, tag] = Address(id);
+    auto result = call(server_id, tag);
+    if (tag == 0 || !StaleNamespace(StatusOf(result))) return result;
+    NamespaceSpec spec;
+    {
+      absl::MutexLock lock(&mu);
+      spec = registered.at(id).spec;
+    }
+    absl::StatusOr<NamespaceInfo> again = Register(spec);
+    if (!again.ok()) return result;
+    {
+      absl::MutexLock lock(&mu);
+      registered.at(id).server_id = again->id;
+      registered.try_emplace(again->id, Registered{spec, again->tag, again->id});
+    }
+    return call(again->id, again->tag);
   }
 };
 
@@ -49,21 +127,23 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
 }
 
 absl::StatusOr<NamespaceInfo> Client::RegisterNamespace(const NamespaceSpec& spec) {
-  v1::RegisterNamespaceRequest request;
-  ToProto(spec, &request);
-  v1::RegisterNamespaceResponse response;
-  grpc::ClientContext context;
-  impl_->Unary(&context);
-  if (grpc::Status st = impl_->stub->RegisterNamespace(&context, request, &response); !st.ok()) {
-    return FromGrpcStatus(st);
+  absl::StatusOr<NamespaceInfo> info = impl_->Register(spec);
+  if (info.ok()) {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->registered.insert_or_assign(info->id, Impl::Registered{spec, info->tag, info->id});
   }
-  return NamespaceInfo{response.namespace_id(), response.fingerprint(), response.blob_bytes(),
-                       response.format_label(), response.layout_fingerprint()};
+  return info;
+}
+
+std::optional<uint64_t> Client::RegisteredTag(uint32_t namespace_id) const {
+  absl::MutexLock lock(&impl_->mu);
+  auto it = impl_->registered.find(namespace_id);
+  if (it == impl_->registered.end()) return std::nullopt;
+  return it->second.tag;
 }
 
 absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
   v1::LookupRequest q;
-  q.set_namespace_id(request.namespace_id);
   std::string* chain = q.mutable_chain();
   chain->resize(request.chain.size() * sizeof(BlockHash));
   if (!request.chain.empty()) std::memcpy(chain->data(), request.chain.data(), chain->size());
@@ -73,25 +153,29 @@ absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
   q.set_max_depth(static_cast<uint32_t>(std::max(0, request.max_depth)));
   q.set_block_tokens(
       static_cast<uint32_t>(std::clamp<int64_t>(request.block_tokens, 0, UINT32_MAX)));
-  v1::LookupResponse response;
-  grpc::ClientContext context;
-  impl_->Unary(&context);
-  if (grpc::Status st = impl_->stub->Lookup(&context, q, &response); !st.ok()) {
-    return FromGrpcStatus(st);
-  }
-  LookupResult result;
-  result.hit = response.hit();
-  if (result.hit) {
-    result.index = static_cast<int>(response.index());
-    result.position = FromProto(response.position());
-  }
-  return result;
+  return impl_->OnNamespace(
+      request.namespace_id, [&](uint32_t id, uint64_t tag) -> absl::StatusOr<LookupResult> {
+        q.set_namespace_id(id);
+        q.set_namespace_tag(tag);
+        v1::LookupResponse response;
+        grpc::ClientContext context;
+        impl_->Unary(&context);
+        if (grpc::Status st = impl_->stub->Lookup(&context, q, &response); !st.ok()) {
+          return FromGrpcStatus(st);
+        }
+        LookupResult result;
+        result.hit = response.hit();
+        if (result.hit) {
+          result.index = static_cast<int>(response.index());
+          result.position = FromProto(response.position());
+        }
+        return result;
+      });
 }
 
 absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,
                                                const std::optional<DenseEncoding>& dense) {
   v1::ReservePutRequest request;
-  request.set_namespace_id(target.namespace_id);
   request.set_hash(HashBytes(target.hash));
   ToProto(target.position, request.mutable_position());
   bool has_heads = false;
@@ -105,11 +189,14 @@ absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,
     request.mutable_compact();
   }
   v1::ReservePutResponse response;
-  grpc::ClientContext context;
-  impl_->Unary(&context);
-  if (grpc::Status st = impl_->stub->ReservePut(&context, request, &response); !st.ok()) {
-    return FromGrpcStatus(st);
-  }
+  absl::Status st = impl_->OnNamespace(target.namespace_id, [&](uint32_t id, uint64_t tag) {
+    request.set_namespace_id(id);
+    request.set_namespace_tag(tag);
+    grpc::ClientContext context;
+    impl_->Unary(&context);
+    return FromGrpcStatus(impl_->stub->ReservePut(&context, request, &response));
+  });
+  if (!st.ok()) return st;
   Reservation r;
   r.put_id = response.put_id();
   r.expected_bytes = response.expected_bytes();
@@ -193,23 +280,14 @@ absl::Status Client::PutDense(const PutTarget& target, const DenseEncoding& enco
   return PutAll(*this, target, encoding, states);
 }
 
-absl::StatusOr<Checkpoint> Client::Get(const GetRequest& request) {
-  v1::GetRequest q;
-  q.set_namespace_id(request.namespace_id);
-  q.set_hash(HashBytes(request.hash));
-  bool has_heads = false;
-  ToProto(request.heads, &has_heads, q.mutable_heads());
-  if (!has_heads) q.clear_heads();
-  if (request.dense.has_value()) {
-    ToProto(*request.dense, q.mutable_dense());
-  } else {
-    q.mutable_compact();
-  }
-  q.set_max_chunk_bytes(impl_->options.chunk_bytes);
+namespace {
 
+// One Get stream: the checkpoint's bytes, checked against the stream's length and CRC-32C.
+absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const ClientOptions& options,
+                                          const v1::GetRequest& q) {
   grpc::ClientContext context;
-  impl_->Transfer(&context);
-  std::unique_ptr<grpc::ClientReader<v1::GetResponse>> reader = impl_->stub->Get(&context, q);
+  context.set_deadline(DeadlineAfter(options.transfer_timeout));
+  std::unique_ptr<grpc::ClientReader<v1::GetResponse>> reader = stub.Get(&context, q);
   Checkpoint out;
   v1::GetResponse message;
   bool have_header = false;
@@ -277,34 +355,64 @@ absl::StatusOr<Checkpoint> Client::Get(const GetRequest& request) {
   return out;
 }
 
+}  // namespace
+
+absl::StatusOr<Checkpoint> Client::Get(const GetRequest& request) {
+  v1::GetRequest q;
+  q.set_hash(HashBytes(request.hash));
+  bool has_heads = false;
+  ToProto(request.heads, &has_heads, q.mutable_heads());
+  if (!has_heads) q.clear_heads();
+  if (request.dense.has_value()) {
+    ToProto(*request.dense, q.mutable_dense());
+  } else {
+    q.mutable_compact();
+  }
+  q.set_max_chunk_bytes(impl_->options.chunk_bytes);
+  return impl_->OnNamespace(request.namespace_id, [&](uint32_t id, uint64_t tag) {
+    q.set_namespace_id(id);
+    q.set_namespace_tag(tag);
+    return ReadCheckpoint(*impl_->stub, impl_->options, q);
+  });
+}
+
 absl::Status Client::Delete(uint32_t namespace_id, const BlockHash& hash) {
   v1::DeleteRequest request;
-  request.set_namespace_id(namespace_id);
   request.set_hash(HashBytes(hash));
-  v1::DeleteResponse response;
-  grpc::ClientContext context;
-  impl_->Unary(&context);
-  return FromGrpcStatus(impl_->stub->Delete(&context, request, &response));
+  return impl_->OnNamespace(namespace_id, [&](uint32_t id, uint64_t tag) {
+    request.set_namespace_id(id);
+    request.set_namespace_tag(tag);
+    v1::DeleteResponse response;
+    grpc::ClientContext context;
+    impl_->Unary(&context);
+    return FromGrpcStatus(impl_->stub->Delete(&context, request, &response));
+  });
 }
 
 absl::Status Client::Pin(uint32_t namespace_id, const BlockHash& hash) {
   v1::PinRequest request;
-  request.set_namespace_id(namespace_id);
   request.set_hash(HashBytes(hash));
-  v1::PinResponse response;
-  grpc::ClientContext context;
-  impl_->Unary(&context);
-  return FromGrpcStatus(impl_->stub->Pin(&context, request, &response));
+  return impl_->OnNamespace(namespace_id, [&](uint32_t id, uint64_t tag) {
+    request.set_namespace_id(id);
+    request.set_namespace_tag(tag);
+    v1::PinResponse response;
+    grpc::ClientContext context;
+    impl_->Unary(&context);
+    return FromGrpcStatus(impl_->stub->Pin(&context, request, &response));
+  });
 }
 
 absl::Status Client::Unpin(uint32_t namespace_id, const BlockHash& hash) {
   v1::UnpinRequest request;
-  request.set_namespace_id(namespace_id);
   request.set_hash(HashBytes(hash));
-  v1::UnpinResponse response;
-  grpc::ClientContext context;
-  impl_->Unary(&context);
-  return FromGrpcStatus(impl_->stub->Unpin(&context, request, &response));
+  return impl_->OnNamespace(namespace_id, [&](uint32_t id, uint64_t tag) {
+    request.set_namespace_id(id);
+    request.set_namespace_tag(tag);
+    v1::UnpinResponse response;
+    grpc::ClientContext context;
+    impl_->Unary(&context);
+    return FromGrpcStatus(impl_->stub->Unpin(&context, request, &response));
+  });
 }
 
 absl::StatusOr<ServerStats> Client::Stats() {

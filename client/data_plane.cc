@@ -500,6 +500,7 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   v1::TransferGetRequest q;
   q.set_session_id(m.session_id);
   q.set_namespace_id(request.namespace_id);
+  q.set_namespace_tag(m.client->RegisteredTag(request.namespace_id).value_or(0));
   q.set_hash(HashBytes(request.hash));
   bool present = false;
   ToProto(request.heads, &present, q.mutable_heads());
@@ -592,6 +593,7 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   v1::TransferPutRequest q;
   q.set_session_id(m.session_id);
   q.set_namespace_id(target.namespace_id);
+  q.set_namespace_tag(m.client->RegisteredTag(target.namespace_id).value_or(0));
   q.set_hash(HashBytes(target.hash));
   ToProto(target.position, q.mutable_position());
   bool present = false;

@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<DecodeSession>> DecodeSession::Open(
 
   v1::OpenDecodeSessionRequest request;
   request.set_namespace_id(options.namespace_id);
+  request.set_namespace_tag(options.namespace_tag);
   bool present = false;
   client::ToProto(options.heads, &present, request.mutable_heads());
   if (!present) request.clear_heads();

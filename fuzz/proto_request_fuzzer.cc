@@ -4,7 +4,8 @@
 //
 // An input is a sequence of records [kind: 1 byte][length: 2 bytes, little-endian][message],
 // each message parsed as the request type `kind` selects (bytes that do not parse are skipped),
-// so one input can register a namespace, reserve, upload, commit and read a put.
+// so one input can register a namespace, reserve, upload, commit and read a put (namespace id k
+// in a request names the k-th namespace the input registered, see Remap).
 //
 // Invariants: no crash, no sanitizer report; every conversion error is INVALID_ARGUMENT naming
 // the field it rejects; every handler answers OK or one of the status codes state_cache.proto
@@ -97,7 +98,17 @@ struct Harness {
   std::unique_ptr<server::PutPipeline> puts;
   std::unique_ptr<server::StateCacheService> service;
   std::vector<uint64_t> reserved;  // put ids this input reserved
+  std::vector<uint32_t> namespaces;  // ids this input registered, in order
 };
+
+// Namespace ids derive from each namespace's identity hash, so an input cannot know them: a
+// request's namespace_id k in [1, registered] names the k-th namespace this input registered
+// (any other id is sent as it is).
+template <typename Request>
+void Remap(const Harness& h, Request& r) {
+  const uint32_t k = r.namespace_id();
+  if (k >= 1 && k <= h.namespaces.size()) r.set_namespace_id(h.namespaces[k - 1]);
+}
 
 Harness MakeHarness() {
   Harness h;
@@ -176,13 +187,19 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::RegisterNamespaceResponse out;
       if (!Parse(data, size, &r)) return;
       CheckConversions(r);
-      CheckStatus(s.RegisterNamespace(nullptr, &r, &out), "RegisterNamespace");
+      grpc::Status st = s.RegisterNamespace(nullptr, &r, &out);
+      CheckStatus(st, "RegisterNamespace");
+      if (st.ok()) {
+        FUZZ_CHECK(out.namespace_id() != 0 && out.namespace_tag() != 0, "an id or a tag of 0");
+        h.namespaces.push_back(out.namespace_id());
+      }
       return;
     }
     case 1: {
       v1::LookupRequest r;
       v1::LookupResponse out;
       if (!Parse(data, size, &r)) return;
+      Remap(h, r);
       CheckConversions(r);
       CheckStatus(s.Lookup(nullptr, &r, &out), "Lookup");
       return;
@@ -191,6 +208,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::ReservePutRequest r;
       v1::ReservePutResponse out;
       if (!Parse(data, size, &r)) return;
+      Remap(h, r);
       CheckConversions(r);
       // A short TTL: puts this input leaves open must not outlive it by much.
       if (r.ttl_ms() > 60000) r.set_ttl_ms(60000);
@@ -228,6 +246,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
     case 6: {
       v1::GetRequest r;
       if (!Parse(data, size, &r)) return;
+      Remap(h, r);
       CheckConversions(r);
       ReadWhole(h, r);
       return;
@@ -236,6 +255,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::DeleteRequest r;
       v1::DeleteResponse out;
       if (!Parse(data, size, &r)) return;
+      Remap(h, r);
       CheckStatus(s.Delete(nullptr, &r, &out), "Delete");
       return;
     }
@@ -243,10 +263,12 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::PinRequest r;
       v1::PinResponse out;
       if (!Parse(data, size, &r)) return;
+      Remap(h, r);
       CheckStatus(s.Pin(nullptr, &r, &out), "Pin");
       v1::UnpinRequest u;
       v1::UnpinResponse uout;
       u.set_namespace_id(r.namespace_id());
+      u.set_namespace_tag(r.namespace_tag());
       u.set_hash(r.hash());
       CheckStatus(s.Unpin(nullptr, &u, &uout), "Unpin");
       return;

@@ -78,6 +78,10 @@ absl::StatusOr<NamespaceInfo> CheckpointStore::GetNamespace(NamespaceId id) cons
   return *info;
 }
 
+absl::Status CheckpointStore::CheckNamespaceTag(NamespaceId id, uint64_t tag) const {
+  return registry_.FindTagged(id, tag).status();
+}
+
 absl::StatusOr<const NamespaceInfo*> CheckpointStore::CheckHeads(NamespaceId ns,
                                                                  HeadRange heads) const {
   LC_ASSIGN_OR_RETURN(const NamespaceInfo* info, registry_.Find(ns));

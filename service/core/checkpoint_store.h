@@ -131,6 +131,9 @@ class CheckpointStore {
   // namespace_registry.h. Blobs must also fit in the smallest page of any tier.
   absl::StatusOr<NamespaceId> RegisterNamespace(const NamespaceSpec& spec);
   absl::StatusOr<NamespaceInfo> GetNamespace(NamespaceId id) const;
+  // NOT_FOUND for an unknown id; FAILED_PRECONDITION when `tag` (what the caller got with the id)
+  // is not 0 and not the namespace's: the id came to name another namespace.
+  absl::Status CheckNamespaceTag(NamespaceId id, uint64_t tag) const;
 
   // Two-phase put. Reserve checks the request, claims the heads (ALREADY_EXISTS if they are
   // committed; FAILED_PRECONDITION if they overlap committed heads or another put in flight;

@@ -1,5 +1,7 @@
 #include "service/core/namespace_registry.h"
 
+#include <openssl/sha.h>
+
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -61,6 +63,19 @@ std::string IdentityKey(const NamespaceSpec& s) {
 
 }  // namespace
 
+absl::Status UnknownNamespaceError(NamespaceId id) {
+  return absl::NotFoundError(absl::StrCat("unknown namespace ", id));
+}
+
+uint64_t NamespaceTag(const NamespaceSpec& spec) {
+  const std::string text = absl::StrCat("leapcache.v1 namespace ", IdentityKey(spec));
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  uint64_t tag = 0;
+  for (int i = 7; i >= 0; --i) tag = (tag << 8) | digest[i];
+  return tag == 0 ? 1 : tag;
+}
+
 std::string FormatLabel(const BlobSpec& spec) {
   return IsIntegerCodec(spec.codec) ? absl::StrCat(CodecName(spec.codec), spec.bits)
                                     : std::string(CodecName(spec.codec));
@@ -89,7 +104,12 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
         absl::StrCat("at most ", kMaxNamespaces, " namespaces can be registered"));
   }
   auto info = std::make_unique<NamespaceInfo>();
-  info->id = static_cast<NamespaceId>(infos_.size() + 1);
+  info->tag = NamespaceTag(spec);
+  // The tag's low 32 bits, or the next free id after them: another namespace may hold them in
+  // 1 of 2^32 / size() registrations.
+  NamespaceId id = static_cast<NamespaceId>(info->tag);
+  while (id == 0 || infos_.contains(id)) ++id;
+  info->id = id;
   info->spec = spec;
   info->format_label = FormatLabel(spec.format);
   info->blob_bytes = blob_bytes;
@@ -99,18 +119,28 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
       spec.flops_per_token > 0
           ? spec.flops_per_token
           : 8.0 * spec.model.dk * spec.model.dv * spec.model.total_heads * spec.model.linear_layers;
-  const NamespaceId id = info->id;
-  infos_.push_back(std::move(info));
+  infos_.emplace(id, std::move(info));
   ids_.emplace(std::move(key), id);
   return id;
 }
 
 absl::StatusOr<const NamespaceInfo*> NamespaceRegistry::Find(NamespaceId id) const {
   ReaderLock lock(&mu_);
-  if (id == 0 || id > infos_.size()) {
-    return absl::NotFoundError(absl::StrCat("unknown namespace ", id));
+  auto it = infos_.find(id);
+  if (it == infos_.end()) return UnknownNamespaceError(id);
+  return it->second.get();
+}
+
+absl::StatusOr<const NamespaceInfo*> NamespaceRegistry::FindTagged(NamespaceId id,
+                                                                   uint64_t tag) const {
+  LC_ASSIGN_OR_RETURN(const NamespaceInfo* info, Find(id));
+  if (tag != 0 && tag != info->tag) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "namespace ", id, " is not the namespace of namespace_tag ", absl::Hex(tag, absl::kZeroPad16),
+        " (the id was issued for another namespace, e.g. before the server restarted): register "
+        "the namespace again"));
   }
-  return infos_[id - 1].get();
+  return info;
 }
 
 size_t NamespaceRegistry::size() const {

@@ -4,7 +4,15 @@
 // namespace and never matches across namespaces: the same prompt under another tenant, another
 // model or another format is a different checkpoint. Registering an identical spec again returns
 // the same id (idempotent), so every engine replica can register at start-up. Namespaces are
-// never removed; ids are stable for the registry's lifetime. Thread-safe.
+// never removed.
+//
+// Ids outlive the registry in engines' hands: an engine that registered before a server restart
+// still holds its id. So an id is derived from the namespace's tag (64 bits of SHA-256 over its
+// whole identity, tenant included, the same on every server and restart): a restarted server
+// gives a namespace the same id unless another namespace took it first, and an id is never
+// reused within a registry's lifetime. Requests that carry the tag are checked against it
+// (CheckTag), so an id that came to name another namespace is refused, never served; and the
+// ids say nothing of how many namespaces exist. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +62,7 @@ struct NamespaceSpec {
 // Everything the store derives from a spec once, at registration.
 struct NamespaceInfo {
   NamespaceId id = 0;
+  uint64_t tag = 0;  // NamespaceTag(spec)
   NamespaceSpec spec;
   std::string format_label;          // metrics label: "leap8", "int-row4", "fp32", ...
   size_t blob_bytes = 0;             // ComputeLayout(format).blob_bytes()
@@ -72,6 +81,14 @@ struct NamespaceInfo {
     return static_cast<double>(blob_bytes) * spec.model.linear_layers * spec.model.total_heads;
   }
 };
+
+// NOT_FOUND "unknown namespace <id>": the answer for an id never registered and, where tenants
+// are authenticated, for another tenant's namespace alike, so that neither can be told apart.
+absl::Status UnknownNamespaceError(NamespaceId id);
+
+// The first 8 bytes, little-endian, of SHA-256 over the spec's identity (tenant, model, format;
+// not the flops hint); never 0.
+uint64_t NamespaceTag(const NamespaceSpec& spec);
 
 // "leap8", "int-col6", "fp32": codec name plus bits for integer codecs.
 std::string FormatLabel(const BlobSpec& spec);
@@ -94,13 +111,18 @@ class NamespaceRegistry {
   // lifetime and its target never changes.
   absl::StatusOr<const NamespaceInfo*> Find(NamespaceId id) const;
 
+  // Find, then FAILED_PRECONDITION if `tag` is not 0 and not the namespace's tag: the caller's id
+  // was issued for another namespace (by this server before a restart, or by another server).
+  absl::StatusOr<const NamespaceInfo*> FindTagged(NamespaceId id, uint64_t tag) const;
+
   size_t size() const;
 
  private:
   const size_t max_slot_bytes_;
   mutable absl::Mutex mu_;
-  // Index i holds id i + 1. unique_ptr: Find's pointers survive the vector growing.
-  std::vector<std::unique_ptr<const NamespaceInfo>> infos_ ABSL_GUARDED_BY(mu_);
+  // unique_ptr: Find's pointers survive the map growing.
+  absl::flat_hash_map<NamespaceId, std::unique_ptr<const NamespaceInfo>> infos_
+      ABSL_GUARDED_BY(mu_);
   // Canonical identity bytes -> id.
   absl::flat_hash_map<std::string, NamespaceId> ids_ ABSL_GUARDED_BY(mu_);
 };

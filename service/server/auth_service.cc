@@ -46,10 +46,7 @@ absl::Status AuthenticatedStateCacheService::AuthorizeNamespace(const std::strin
                                                                 uint32_t ns) const {
   absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(ns);
   if (!info.ok()) return info.status();
-  if (info->spec.tenant != tenant) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("namespace_id ", ns, " belongs to another tenant than the caller's token"));
-  }
+  if (info->spec.tenant != tenant) return core::UnknownNamespaceError(ns);
   return absl::OkStatus();
 }
 

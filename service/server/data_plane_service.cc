@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/crc32c.h"
+#include "service/core/namespace_registry.h"
 #include "service/core/status_util.h"
 #include "service/server/auth_service.h"
 #include "service/server/checkpoint_reader.h"
@@ -121,8 +122,7 @@ absl::Status DataPlaneService::AuthorizeNamespace(const std::string& tenant,
   if (!options_.tokens.has_value()) return absl::OkStatus();
   LC_ASSIGN_OR_RETURN(const core::NamespaceInfo info, store_->GetNamespace(ns));
   if (info.spec.tenant != tenant) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("namespace_id ", ns, " belongs to another tenant than the session's"));
+    return core::UnknownNamespaceError(ns);
   }
   return absl::OkStatus();
 }
@@ -244,6 +244,9 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
   ReadRequest r;
   r.ns = request->namespace_id();
   if (absl::Status st = AuthorizeNamespace(s.tenant, r.ns); !st.ok()) return ToGrpcStatus(st);
+  if (absl::Status st = store_->CheckNamespaceTag(r.ns, request->namespace_tag()); !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
   r.hash = *hash;
@@ -365,6 +368,9 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
   core::PutRequest put;
   put.ns = request->namespace_id();
   if (absl::Status st = AuthorizeNamespace(s.tenant, put.ns); !st.ok()) return ToGrpcStatus(st);
+  if (absl::Status st = store_->CheckNamespaceTag(put.ns, request->namespace_tag()); !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
   put.hash = *hash;

@@ -53,10 +53,7 @@ absl::Status DecodeService::Authorize(const grpc::ServerContext& context,
 absl::Status DecodeService::CheckTenant(const std::string& tenant, core::NamespaceId ns) const {
   absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(ns);
   if (!info.ok()) return info.status();
-  if (info->spec.tenant != tenant) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("namespace ", ns, " belongs to another tenant"));
-  }
+  if (info->spec.tenant != tenant) return core::UnknownNamespaceError(ns);
   return absl::OkStatus();
 }
 
@@ -82,6 +79,10 @@ grpc::Status DecodeService::OpenSession(grpc::ServerContext* context,
                                         const v1::OpenDecodeSessionRequest* request,
                                         v1::OpenDecodeSessionResponse* response) {
   if (absl::Status st = Authorize(*context, request->namespace_id()); !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
     return ToGrpcStatus(st);
   }
   decode::OpenRequest open;

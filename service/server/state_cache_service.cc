@@ -18,6 +18,7 @@ namespace {
 
 absl::StatusOr<core::LookupResult> DoLookup(core::CheckpointStore& store,
                                             const v1::LookupRequest& request) {
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
   LC_ASSIGN_OR_RETURN(const std::vector<core::BlockHash> chain, ChainFromProto(request.chain()));
   core::LookupRequest q;
   q.ns = request.namespace_id();
@@ -31,6 +32,7 @@ absl::StatusOr<core::LookupResult> DoLookup(core::CheckpointStore& store,
 
 absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& puts,
                                     const v1::ReservePutRequest& request) {
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
   core::PutRequest r;
   r.ns = request.namespace_id();
   LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
@@ -47,6 +49,7 @@ absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& p
 absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointStore& store,
                                                              const v1::GetRequest& request,
                                                              StateDecoder* decoder) {
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
   ReadRequest r;
   r.ns = request.namespace_id();
   LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
@@ -73,6 +76,7 @@ grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext*,
   response->set_blob_bytes(info->blob_bytes);
   response->set_format_label(info->format_label);
   response->set_layout_fingerprint(LayoutFingerprint(info->spec.format));
+  response->set_namespace_tag(info->tag);
   return grpc::Status::OK;
 }
 
@@ -169,6 +173,10 @@ grpc::Status StateCacheService::Delete(grpc::ServerContext*, const v1::DeleteReq
                                        v1::DeleteResponse*) {
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   return ToGrpcStatus(store_->Delete(request->namespace_id(), *hash));
 }
 
@@ -176,6 +184,10 @@ grpc::Status StateCacheService::Pin(grpc::ServerContext*, const v1::PinRequest* 
                                     v1::PinResponse*) {
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   return ToGrpcStatus(store_->Pin(request->namespace_id(), *hash));
 }
 
@@ -183,6 +195,10 @@ grpc::Status StateCacheService::Unpin(grpc::ServerContext*, const v1::UnpinReque
                                       v1::UnpinResponse*) {
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   return ToGrpcStatus(store_->Unpin(request->namespace_id(), *hash));
 }
 

@@ -116,6 +116,12 @@ struct NamespaceSpec {
 
 struct NamespaceInfo {
   uint32_t id = 0;
+  // 64 bits of SHA-256 over the namespace's whole identity, tenant included. The Client sends it
+  // with every request on a namespace it registered, so that an id that came to name another
+  // namespace (a server restart) is refused, and then registers again and retries once. Objects
+  // that address namespaces on their own (AttachedEngine, DecodeSession) take it in their
+  // requests.
+  uint64_t tag = 0;
   std::string fingerprint;  // 64 hex digits, equal for interchangeable model + format
   uint64_t blob_bytes = 0;  // one stored (layer, head) blob
   std::string format_label;
@@ -259,6 +265,8 @@ class Client {
   absl::StatusOr<bool> CheckHealth(const std::string& service = "");
 
   const ClientOptions& options() const;
+  // The tag of a namespace registered through this client under `namespace_id`.
+  std::optional<uint64_t> RegisteredTag(uint32_t namespace_id) const;
 
  private:
   struct Impl;

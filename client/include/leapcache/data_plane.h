@@ -114,6 +114,7 @@ class AttachedEngine {
   // NOT_FOUND for an unknown buffer.
   absl::Status ReleaseBuffer(BufferId buffer);
 
+  // Transfers on a namespace registered through client() carry its tag (client.h).
   // Writes the checkpoint (compact blobs, or dense states if request.dense) at `offset` of the
   // buffer. OUT_OF_RANGE if it does not fit; the service's errors otherwise.
   absl::StatusOr<TransferredCheckpoint> GetInto(const GetRequest& request, BufferId buffer,

@@ -31,6 +31,9 @@ struct DecodeSessionOptions {
   int slots = 0;
   bool l2norm_qk = false;
   float scale = 0.0f;  // 0: dk^-1/2
+  // NamespaceInfo::tag: the server refuses the session (FAILED_PRECONDITION) if namespace_id has
+  // come to name another namespace. 0: not checked.
+  uint64_t namespace_tag = 0;
 };
 
 struct DecodeSessionInfo {

@@ -1,7 +1,8 @@
 // Bearer-token authentication and per-tenant authorization on the real server (over TLS, with a
 // CA made at test time): a call without a token or with an unknown one is UNAUTHENTICATED, a
-// token may only register and use its own tenant's namespaces and puts (PERMISSION_DENIED
-// otherwise), health checks need no token, and after every refusal the store is unchanged and
+// token may only register its own tenant's namespaces and use its own puts (PERMISSION_DENIED
+// otherwise) and namespaces (another tenant's is NOT_FOUND, word for word as an unknown one, so
+// that a tenant cannot tell another's namespaces exist), health checks need no token, and after every refusal the store is unchanged and
 // the owner's checkpoint reads back byte-exact. The client refuses to send a token in the clear.
 #include <gtest/gtest.h>
 
@@ -166,24 +167,29 @@ TEST_F(AuthTest, TokenMayOnlyRegisterItsOwnTenant) {
   EXPECT_EQ(again->id, ns_.id);
 }
 
-TEST_F(AuthTest, OtherTenantsNamespaceIsPermissionDenied) {
+TEST_F(AuthTest, OtherTenantsNamespaceIsNotFoundAsAnUnknownOne) {
   const client::BlockHash hash = TestHash(1);
   ExpectCode(bob_->Lookup({ns_.id, std::span(&hash, 1), {}, 0, 16}).status(),
-             StatusCode::kPermissionDenied);
-  ExpectCode(bob_->Get({ns_.id, hash, {}, std::nullopt}).status(), StatusCode::kPermissionDenied);
-  ExpectCode(bob_->Delete(ns_.id, hash), StatusCode::kPermissionDenied);
-  ExpectCode(bob_->Pin(ns_.id, hash), StatusCode::kPermissionDenied);
-  ExpectCode(bob_->Unpin(ns_.id, hash), StatusCode::kPermissionDenied);
-  ExpectCode(bob_->PutCompact(Target(TestHash(2)), blobs_), StatusCode::kPermissionDenied);
+             StatusCode::kNotFound);
+  ExpectCode(bob_->Get({ns_.id, hash, {}, std::nullopt}).status(), StatusCode::kNotFound);
+  ExpectCode(bob_->Delete(ns_.id, hash), StatusCode::kNotFound);
+  ExpectCode(bob_->Pin(ns_.id, hash), StatusCode::kNotFound);
+  ExpectCode(bob_->Unpin(ns_.id, hash), StatusCode::kNotFound);
+  ExpectCode(bob_->PutCompact(Target(TestHash(2)), blobs_), StatusCode::kNotFound);
   ExpectCode(bob_->ReservePut(Target(TestHash(3)), std::nullopt).status(),
-             StatusCode::kPermissionDenied);
+             StatusCode::kNotFound);
   ExpectUnchanged();
   // The owner is unaffected: its lookup hits.
   absl::StatusOr<client::LookupResult> hit = alice_->Lookup({ns_.id, std::span(&hash, 1), {}, 0, 16});
   ASSERT_TRUE(hit.ok()) << hit.status();
   EXPECT_TRUE(hit->hit);
-  // An unknown namespace is NOT_FOUND, as without authentication.
-  ExpectCode(bob_->Get({ns_.id + 100, hash, {}, std::nullopt}).status(), StatusCode::kNotFound);
+  // An unknown namespace is NOT_FOUND, as without authentication, and the same words.
+  const uint32_t unknown = ns_.id + 100;
+  ExpectCode(bob_->Get({unknown, hash, {}, std::nullopt}).status(), StatusCode::kNotFound);
+  EXPECT_EQ(bob_->Get({ns_.id, hash, {}, std::nullopt}).status().message(),
+            absl::StrCat("unknown namespace ", ns_.id));
+  EXPECT_EQ(bob_->Get({unknown, hash, {}, std::nullopt}).status().message(),
+            absl::StrCat("unknown namespace ", unknown));
 }
 
 TEST_F(AuthTest, OtherTenantsPutIsPermissionDenied) {

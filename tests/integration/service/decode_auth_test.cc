@@ -1,6 +1,7 @@
 // Attached decode behind bearer tokens on the real server (TLS with a CA made at test time):
 // without a valid token every Decode call is UNAUTHENTICATED; a tenant can open sessions only on
-// its own namespaces and use only sessions on them (PERMISSION_DENIED otherwise), and the owner's
+// its own namespaces (another tenant's is NOT_FOUND, as an unknown one) and use only sessions on
+// them (PERMISSION_DENIED otherwise), and the owner's
 // session keeps working after every refusal.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -81,7 +82,7 @@ TEST_F(DecodeAuthTest, OnlyTheNamespacesTenantMayDecode) {
   EXPECT_EQ(client::DecodeSession::Open(Options(""), {ns_, {}, 2}).status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(client::DecodeSession::Open(Options(kBobToken), {ns_, {}, 2}).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            absl::StatusCode::kNotFound);
 
   // Bob and an anonymous caller address Alice's session by id.
   for (const auto& [token, code] : {std::pair{std::string(kBobToken), grpc::PERMISSION_DENIED},

@@ -1,6 +1,7 @@
 // The data plane behind the server's bearer tokens (tokens_file, loopback without TLS): calls
 // without a token are refused, a session belongs to the tenant that attached it, and transfers
-// reach only that tenant's namespaces; refusals change nothing.
+// reach only that tenant's namespaces (another tenant's is NOT_FOUND, as an unknown one);
+// refusals change nothing.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -105,12 +106,13 @@ TEST_F(DataPlaneAuthTest, SessionsAndTransfersStayWithinTheCallersTenant) {
   ASSERT_TRUE(b.ok()) << b.status();
 
   client::PutTarget target{ns->id, TestHash(1), {16, 1}, {}, absl::ZeroDuration()};
-  // Bob may neither put into nor read alice's namespace through his own session.
+  // Bob may neither put into nor read alice's namespace through his own session: to him it
+  // does not exist.
   EXPECT_EQ((*bob)->PutFrom(target, std::nullopt, *b, 0, blobs.size()).code(),
-            absl::StatusCode::kPermissionDenied);
+            absl::StatusCode::kNotFound);
   ASSERT_TRUE((*alice)->PutFrom(target, std::nullopt, *a, 0, blobs.size()).ok());
   EXPECT_EQ((*bob)->GetInto({ns->id, TestHash(1), {}, std::nullopt}, *b, 0).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            absl::StatusCode::kNotFound);
   EXPECT_EQ(bob_buf, std::vector<uint8_t>(blobs.size(), 0));
   auto got = (*alice)->GetInto({ns->id, TestHash(1), {}, std::nullopt}, *a, 0);
   ASSERT_TRUE(got.ok()) << got.status();

@@ -117,6 +117,49 @@ TEST(NamespaceRegistryTest, UnknownIdsAreNotFound) {
   EXPECT_EQ(reg.Find(id + 1).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(NamespaceRegistryTest, IdsAndTagsDependOnTheIdentityNotOnTheOrder) {
+  // Two servers, or one before and after a restart, registering in opposite orders.
+  NamespaceRegistry first(1 << 20), second(1 << 20);
+  const NamespaceSpec a = SmallSpec("tenant-a"), b = SmallSpec("tenant-b", 1);
+  const NamespaceId a1 = *first.Register(a), b1 = *first.Register(b);
+  const NamespaceId b2 = *second.Register(b), a2 = *second.Register(a);
+  EXPECT_EQ(a1, a2);
+  EXPECT_EQ(b1, b2);
+  EXPECT_NE(a1, b1);
+  const uint64_t tag_a = (*first.Find(a1))->tag;
+  EXPECT_EQ(tag_a, NamespaceTag(a));
+  EXPECT_EQ((*second.Find(a2))->tag, tag_a);
+  EXPECT_NE(tag_a, NamespaceTag(b));
+  // The flops hint is not identity; the tenant is.
+  NamespaceSpec hinted = a;
+  hinted.flops_per_token = 1e9;
+  EXPECT_EQ(NamespaceTag(hinted), tag_a);
+  EXPECT_TRUE(first.FindTagged(a1, tag_a).ok());
+  EXPECT_TRUE(first.FindTagged(a1, 0).ok());  // unchecked
+  EXPECT_EQ(first.FindTagged(a1, NamespaceTag(b)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(first.FindTagged(a1 + 7, tag_a).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(NamespaceRegistryTest, AnIdThatCameToNameAnotherNamespaceIsRefused) {
+  // x and y want the same id; whoever registers first gets it, the other the next one.
+  auto spec = [](const std::string& t) { return SmallSpec(t); };
+  const auto [x, y] = testing::TenantsWithCollidingIds(spec, spec);
+  NamespaceRegistry before(1 << 20), after(1 << 20);
+  const NamespaceId x_before = *before.Register(SmallSpec(x));
+  const NamespaceId y_before = *before.Register(SmallSpec(y));
+  EXPECT_EQ(y_before, x_before + 1);
+  // After a restart y registers first and takes the id x's engine still holds.
+  const NamespaceId y_after = *after.Register(SmallSpec(y));
+  const NamespaceId x_after = *after.Register(SmallSpec(x));
+  ASSERT_EQ(y_after, x_before);
+  EXPECT_EQ(x_after, y_before);
+  const absl::Status stale = after.FindTagged(x_before, NamespaceTag(SmallSpec(x))).status();
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition) << stale;
+  EXPECT_NE(stale.message().find("namespace_tag"), std::string::npos) << stale;
+  EXPECT_TRUE(after.FindTagged(x_after, NamespaceTag(SmallSpec(x))).ok());
+}
+
 TEST(NamespaceRegistryTest, FormatLabels) {
   EXPECT_EQ(FormatLabel(BlobSpec::Leap(StateKind::kGdn, 6)), "leap6");
   BlobSpec row;

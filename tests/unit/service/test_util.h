@@ -10,11 +10,15 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -144,6 +148,23 @@ inline StoreOptions QuietOptions() {
   StoreOptions o;
   o.reaper_interval = absl::ZeroDuration();
   return o;
+}
+
+// Tenants x and y whose namespaces make_x(x) and make_y(y) want the same id (their tags agree in
+// the low 32 bits), found by a birthday search over "x-0", "y-0", "x-1", ...: about 2^17 tags.
+inline std::pair<std::string, std::string> TenantsWithCollidingIds(
+    const std::function<NamespaceSpec(const std::string&)>& make_x,
+    const std::function<NamespaceSpec(const std::string&)>& make_y) {
+  absl::flat_hash_map<uint32_t, std::string> xs, ys;
+  for (int i = 0;; ++i) {
+    std::string x = "x-" + std::to_string(i), y = "y-" + std::to_string(i);
+    const auto x_id = static_cast<uint32_t>(NamespaceTag(make_x(x)));
+    if (auto it = ys.find(x_id); it != ys.end()) return {x, it->second};
+    xs.try_emplace(x_id, x);
+    const auto y_id = static_cast<uint32_t>(NamespaceTag(make_y(y)));
+    if (auto it = xs.find(y_id); it != xs.end()) return {it->second, y};
+    ys.try_emplace(y_id, y);
+  }
 }
 
 }  // namespace leapcache::core::testing

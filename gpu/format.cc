@@ -199,6 +199,23 @@ Status CheckStoredValues(const BlobSpec& spec, std::span<const uint8_t> payload)
   };
   LEAPCACHE_RETURN_IF_ERROR(scales(l.row_scale_offset, l.row_scale_bytes, "row scale"));
   LEAPCACHE_RETURN_IF_ERROR(scales(l.col_scale_offset, l.col_scale_bytes, "column scale"));
+  // Float codecs store the state itself: an all-ones exponent (infinity or NaN) in any element.
+  if (spec.codec == Codec::kFp32) {
+    for (size_t at = l.codes_offset; at < l.codes_offset + l.codes_bytes; at += 4) {
+      if ((LoadU32(payload.data() + at) & 0x7F800000u) == 0x7F800000u) {
+        return DataLossError("element " + std::to_string((at - l.codes_offset) / 4) +
+                             " is not finite");
+      }
+    }
+  } else if (spec.codec == Codec::kBf16 || spec.codec == Codec::kFp16) {
+    const uint16_t exponent = spec.codec == Codec::kBf16 ? 0x7F80 : 0x7C00;
+    for (size_t at = l.codes_offset; at < l.codes_offset + l.codes_bytes; at += 2) {
+      if ((LoadU16(payload.data() + at) & exponent) == exponent) {
+        return DataLossError("element " + std::to_string((at - l.codes_offset) / 2) +
+                             " is not finite");
+      }
+    }
+  }
   for (size_t at = l.comp_offset; at < l.comp_offset + l.comp_bytes; at += 2) {
     // fp16 with an all-ones exponent: infinity or NaN.
     if ((LoadU16(payload.data() + at) & 0x7C00) == 0x7C00) {

@@ -126,8 +126,8 @@ void SealBlob(const BlobSpec& spec, std::span<uint8_t> blob);
 StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob);
 
 // The stored values a reader refuses even under a valid checksum (section 2): a row or column
-// scale that is not finite and positive, a compensator that is not finite. DATA_LOSS naming the
-// field. REQUIRES: payload.size() == ComputeLayout(spec).payload_bytes.
+// scale that is not finite and positive, a compensator that is not finite, an element of the
+// fp32/bf16/fp16 codecs that is not finite. DATA_LOSS naming the field. REQUIRES: payload.size() == ComputeLayout(spec).payload_bytes.
 Status CheckStoredValues(const BlobSpec& spec, std::span<const uint8_t> payload);
 
 // Little-endian field access (the format is little-endian on every host).

@@ -17,6 +17,14 @@ absl::Status Validate(const NamespaceSpec& s, size_t max_slot_bytes, size_t slot
     return absl::InvalidArgumentError(
         absl::StrCat("tenant must be 1..", kMaxTenantBytes, " bytes (got ", s.tenant.size(), ")"));
   }
+  // Tenants appear in tokens files (one "TOKEN TENANT" line each), logs and metric labels.
+  for (size_t i = 0; i < s.tenant.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s.tenant[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tenant must be printable ASCII without spaces (byte ", i, " is 0x", absl::Hex(c), ")"));
+    }
+  }
   const ModelFingerprint& m = s.model;
   if (m.linear_layers < 1 || m.linear_layers > kMaxLayers) {
     return absl::InvalidArgumentError(

@@ -102,7 +102,8 @@ class NamespaceRegistry {
   NamespaceRegistry(const NamespaceRegistry&) = delete;
   NamespaceRegistry& operator=(const NamespaceRegistry&) = delete;
 
-  // INVALID_ARGUMENT naming the field: empty or too long tenant; layers or heads out of range;
+  // INVALID_ARGUMENT naming the field: empty or too long tenant, or one with a byte outside
+  // printable ASCII or a space; layers or heads out of range;
   // an invalid format; format dk/dv/kind differing from the model's; a negative or non-finite
   // flops hint; a blob larger than a page. RESOURCE_EXHAUSTED past kMaxNamespaces.
   absl::StatusOr<NamespaceId> Register(const NamespaceSpec& spec);

@@ -86,6 +86,12 @@ TEST_F(BadInputTest, BadNamespaceSpecs) {
   auto base = [&] { return SmallNamespace("tenant-new"); };
   cases.push_back({"empty tenant", base()});
   cases.back().spec.tenant = "";
+  cases.push_back({"tenant with a NUL", base()});
+  cases.back().spec.tenant = std::string("ten\0ant", 7);
+  cases.push_back({"tenant with a newline", base()});
+  cases.back().spec.tenant = "tenant\nroot";
+  cases.push_back({"tenant with a space", base()});
+  cases.back().spec.tenant = "tenant a";
   cases.push_back({"no layers", base()});
   cases.back().spec.model.linear_layers = 0;
   cases.push_back({"too many heads", base()});
@@ -206,6 +212,27 @@ TEST_F(BadInputTest, WrongFormatBlobsOfTheRightSize) {
   EXPECT_EQ(client_->CommitPut(put->put_id, client::Crc32c(wrong)).code(),
             StatusCode::kInvalidArgument);
   ASSERT_TRUE(client_->AbortPut(put->put_id).ok());
+  ExpectUnchanged();
+}
+
+TEST_F(BadInputTest, NonFiniteFloatBlobsAreRefusedAtCommit) {
+  // Sealed fp32 blobs whose checksums hold but whose elements are NaN or infinite: the put's own
+  // bad content, as unusable scales are (INVALID_ARGUMENT).
+  client::NamespaceSpec fp32 = SmallNamespace("tenant-bad", 2, 4, 16);
+  fp32.format = {client::Codec::kFp32, 32, 1, 0, false};
+  const client::NamespaceInfo ns32 = Register(fp32);
+  before_ = Stats();
+  const BlobSpec spec = ToBlobSpec(fp32);
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    std::vector<uint8_t> blobs = EncodeBlobs(fp32, MakeStates(fp32, 4));
+    const size_t blob = blobs.size() / 8;
+    std::memcpy(blobs.data() + 3 * blob + kHeaderBytes + 4 * 11, &bad, 4);  // blob 3, element 11
+    SealBlob(spec, std::span<uint8_t>(blobs.data() + 3 * blob, blob));
+    const absl::Status st =
+        client_->PutCompact({ns32.id, TestHash(11), {16, 1}, {}, absl::ZeroDuration()}, blobs);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad << ": " << st;  // the put's content
+    EXPECT_NE(st.message().find("element 11 is not finite"), std::string::npos) << st;
+  }
   ExpectUnchanged();
 }
 

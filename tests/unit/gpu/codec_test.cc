@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -690,10 +691,27 @@ TEST(CheckStoredValues, NamesTheFirstUnusableValue) {
   st = CheckStoredValues(s, payload(bad));
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_TRUE(MessageContains(st, "compensator 9 is not finite")) << st.ToString();
-  // Codecs without scales or compensators have nothing to check.
+  // Float codecs store the elements themselves: each must be finite.
   const BlobSpec f = Fp32(dk, dv);
   const std::vector<uint8_t> dense = MustEncode(f, RealisticState(dk, dv, 113));
   EXPECT_TRUE(CheckStoredValues(f, payload(dense)).ok());
+  std::vector<uint8_t> nan = dense;
+  const float q = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(nan.data() + kHeaderBytes + 4 * 37, &q, 4);
+  st = CheckStoredValues(f, payload(nan));
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(MessageContains(st, "element 37 is not finite")) << st.ToString();
+  for (const Codec c : {Codec::kBf16, Codec::kFp16}) {
+    BlobSpec h = f;
+    h.codec = c;
+    h.bits = 16;
+    std::vector<uint8_t> half = MustEncode(h, RealisticState(dk, dv, 114));
+    EXPECT_TRUE(CheckStoredValues(h, payload(half)).ok());
+    StoreU16(half.data() + kHeaderBytes + 2 * 5, c == Codec::kBf16 ? 0x7F80 : 0x7C00);  // +inf
+    st = CheckStoredValues(h, payload(half));
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss) << CodecName(c);
+    EXPECT_TRUE(MessageContains(st, "element 5 is not finite")) << st.ToString();
+  }
 }
 
 // Hand-made blobs with valid checksums whose scales or compensators are not usable.

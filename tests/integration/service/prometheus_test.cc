@@ -2,8 +2,11 @@
 // real Prometheus server scrapes the leapcache-server's /metrics until its API reports the
 // target up and a query for a leapcache_ metric returns data. Skipped (with a message) only
 // where the prometheus / promtool binaries are not installed; scripts/bootstrap.sh installs them.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -70,6 +73,39 @@ TEST_F(PrometheusTest, ExpositionHasTheDocumentedSeries) {
   ASSERT_TRUE(readyz.ok());
   EXPECT_EQ(readyz->status, 200);
   EXPECT_EQ(HttpGet(server_->metrics_port(), "/nope")->status, 404);
+}
+
+// Idle TCP connections to the admin port (clients that connect and send nothing, reopened as
+// soon as the server drops them) must not fail the kubelet's probes (2 s timeout): two such
+// connections failed 10 of 12 /readyz probes when the server had 2 workers and a 10 s timeout.
+TEST_F(PrometheusTest, IdleConnectionsDoNotFailTheProbes) {
+  constexpr int kIdle = 6;
+  std::vector<int> idle;
+  auto open_idle = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server_->metrics_port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  };
+  int answered = 0;
+  for (int round = 0; round < 8; ++round) {
+    // Replace the idle connections (the server may have dropped them), then probe.
+    for (int fd : idle) close(fd);
+    idle.clear();
+    for (int i = 0; i < kIdle; ++i) open_idle();
+    for (const char* path : {"/readyz", "/healthz"}) {
+      absl::StatusOr<HttpResponse> r = HttpGet(server_->metrics_port(), path, absl::Seconds(2));
+      if (r.ok() && r->status == 200) ++answered;
+    }
+    usleep(400 * 1000);
+  }
+  for (int fd : idle) close(fd);
+  EXPECT_EQ(answered, 16) << "probes answered within 2 s beside " << kIdle
+                          << " idle connections";
 }
 
 TEST_F(PrometheusTest, PromtoolAcceptsAScrape) {

@@ -20,7 +20,7 @@ constexpr absl::Duration kPutOwnerSlack = absl::Minutes(1);
 
 absl::Status Unauthenticated(absl::string_view why) {
   return absl::UnauthenticatedError(
-      absl::StrCat(why, " (every StateCache call needs `authorization: Bearer TOKEN` metadata)"));
+      absl::StrCat(why, " (with a tokens file every call needs `authorization: Bearer TOKEN` metadata)"));
 }
 
 }  // namespace

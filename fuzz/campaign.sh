@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The long fuzz campaign (outside CI): every target of a LEAPCACHE_FUZZ build for RUNS executions
+# (default 10,000,000), one after the other, from its committed corpus plus a scratch directory
+# that keeps what the campaign found. Writes OUT (default results/fuzz/campaign.md): per target
+# the executions, seconds, executions per second, corpus growth and peak RSS, with the commit it
+# ran on. Stops at the first crash, whose input stays in BUILD_DIR/fuzz-artifacts/.
+#
+#   fuzz/campaign.sh BUILD_DIR [RUNS] [OUT]
+#
+# ucx_wire_fuzzer runs every blob the checks accept through a real UCX endpoint (a worker per
+# Connect): it manages tens of executions per second where the others manage thousands, so its
+# RUNS can be given apart as UCX_WIRE_RUNS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: fuzz/campaign.sh BUILD_DIR [RUNS] [OUT]}
+runs=${2:-10000000}
+out=${3:-results/fuzz/campaign.md}
+artifacts="$build/fuzz-artifacts"
+work="$build/fuzz-campaign"
+mkdir -p "$artifacts" "$work" "$(dirname "$out")"
+
+commit=$(git rev-parse --short HEAD)
+{
+  echo "# Fuzz campaign on $commit"
+  echo
+  echo "\`fuzz/campaign.sh $build $runs\`, $(nproc) cores, $(date -u +%Y-%m-%d)."
+  echo
+  echo "| target | executions | seconds | exec/s | corpus (seed -> end) | peak RSS MiB | result |"
+  echo "|---|---:|---:|---:|---|---:|---|"
+} >"$out.tmp"
+
+for target in blob_parser npy_reader config_loader proto_request ucx_wire; do
+  n=$runs
+  if [ "$target" = ucx_wire ]; then n=${UCX_WIRE_RUNS:-$runs}; fi
+  mkdir -p "$work/$target"
+  seeds=$(ls "fuzz/corpus/$target" | wc -l)
+  log="$work/$target.log"
+  echo "campaign: $target for $n executions"
+  start=$(date +%s)
+  result=ok
+  if ! UCX_LOG_LEVEL=fatal "$build/fuzz/${target}_fuzzer" -runs="$n" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/${target}-" \
+      "$work/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
+    result="CRASH (input in $artifacts/)"
+  fi
+  seconds=$(( $(date +%s) - start ))
+  executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -n 1)
+  corpus=$(( seeds + $(ls "$work/$target" | wc -l) ))
+  rate=$(( ${executed:-0} / (seconds > 0 ? seconds : 1) ))
+  echo "| $target | ${executed:-?} | $seconds | $rate | $seeds -> $corpus | ${rss:-?} | $result |" \
+    >>"$out.tmp"
+  if [ "$result" != ok ]; then
+    mv "$out.tmp" "$out"
+    tail -n 60 "$log" >&2
+    exit 1
+  fi
+done
+mv "$out.tmp" "$out"
+cat "$out"

@@ -196,7 +196,8 @@ void ProtoCorpus(const fs::path& dir) {
   WriteFile(dir / "proto-dense-put", dense);
 }
 
-// ucx_wire: the first byte picks the blob (even: a worker address, odd: a remote key). Worker
+// ucx_wire: the first byte picks the blob (0: a worker address, 1: a remote key, 2 and 3: UCX's
+// own address and key with edits). Worker
 // addresses in both UCX formats, with the fields the walk branches on; the two inputs that
 // aborted the server; keys with and without the distance tail.
 void UcxWireCorpus(const fs::path& dir) {
@@ -220,6 +221,12 @@ void UcxWireCorpus(const fs::path& dir) {
   seed("addr-empty", 0, std::string("\x01\x00\xff", 3));
   seed("addr-crash-1", 0, "\xff");
   seed("addr-crash-2", 0, std::string("\x02") + std::string(31, '\0'));
+  // UCX's own address of a live worker (2) and key (3), as they are and with (position, value)
+  // edits: the fuzzer fills in the real blobs where UCX is built.
+  seed("real-addr", 2, "");
+  seed("real-addr-edits", 2, std::string("\x05\x00\x7f\x14\x00\xff", 6));
+  seed("real-key", 3, "");
+  seed("real-key-edits", 3, std::string("\x08\x00\x09", 3));
   seed("key-host", 1, std::string("\x05\0\0\0\0\0\0\0\x00\x03" "abc\x01" "d", 15));
   seed("key-cuda-distances", 1,
        std::string("\x01\0\0\0\0\0\0\0\x01\x08", 10) + std::string(8, '\x11') +

@@ -1,15 +1,15 @@
-// The client's free helpers: block-hash chains (the core's block_hash.h, so client and server
+// The client's free helpers: block-hash chains (base/block_hash.h, so client and server
 // hash identically), hex spelling of hashes, CRC-32C, and the published format presets.
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gpu/crc32c.h"
 #include "gpu/format.h"
 #include "leapcache/client.h"
-#include "service/core/block_hash.h"
+#include "base/block_hash.h"
 
 namespace leapcache::client {
 
-static_assert(sizeof(BlockHash) == sizeof(core::BlockHash));
+static_assert(sizeof(BlockHash) == sizeof(base::BlockHash));
 
 StorageFormat StorageFormat::Leap(int bits) {
   // r and p do not depend on the kind; the format's presets are the one source of them.
@@ -26,13 +26,13 @@ StorageFormat StorageFormat::Leap(int bits) {
 absl::StatusOr<std::vector<BlockHash>> ChainHashes(std::span<const uint32_t> tokens,
                                                    int64_t block_tokens,
                                                    std::span<const uint8_t> extras) {
-  absl::StatusOr<std::vector<core::BlockHash>> chain =
-      core::ChainHashes(tokens, block_tokens, extras);
+  absl::StatusOr<std::vector<base::BlockHash>> chain =
+      base::ChainHashes(tokens, block_tokens, extras);
   if (!chain.ok()) return chain.status();
   return std::vector<BlockHash>(chain->begin(), chain->end());
 }
 
-std::string HashToHex(const BlockHash& hash) { return core::HashToHex(hash); }
+std::string HashToHex(const BlockHash& hash) { return base::HashToHex(hash); }
 
 absl::StatusOr<BlockHash> HashFromHex(const std::string& hex) {
   if (hex.size() != 2 * sizeof(BlockHash) ||

@@ -13,7 +13,7 @@
 #include "load/block_chain.h"
 #include "load/latency_recorder.h"
 #include "load/prefix_tracker.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 
 namespace leapcache::load {
 namespace {

@@ -46,7 +46,7 @@
 #include "load/report_plots.h"
 #include "load/state_pool.h"
 #include "load/synthetic_workload.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:7470", "host:port of the leapcache-server to load");
 ABSL_FLAG(std::string, out, "", "directory for report.json, report.md and the PNG plots (created)");

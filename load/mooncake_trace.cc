@@ -8,7 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 
 namespace leapcache::load {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 
 extern char** environ;
 

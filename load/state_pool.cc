@@ -7,7 +7,8 @@
 #include "gpu/reference/codec.h"
 #include "gpu/reference/recurrence.h"
 #include "gpu/tools/synthetic.h"
-#include "service/core/status_util.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
 
 namespace leapcache::load {
 namespace {
@@ -66,7 +67,7 @@ absl::StatusOr<std::unique_ptr<StatePool>> StatePool::Build(const client::ModelS
   }
   if (formats.empty()) return absl::InvalidArgumentError("at least one format is needed");
   for (const LoadFormat& f : formats) {
-    LC_RETURN_IF_ERROR(core::FromFormatStatus(ValidateSpec(ToBlobSpec(model, f.format))));
+    LC_RETURN_IF_ERROR(base::FromFormatStatus(ValidateSpec(ToBlobSpec(model, f.format))));
   }
   std::unique_ptr<StatePool> pool(new StatePool());
   pool->model_ = model;
@@ -82,8 +83,8 @@ absl::StatusOr<std::unique_ptr<StatePool>> StatePool::Build(const client::ModelS
     for (size_t f = 0; f < formats.size(); ++f) {
       const BlobSpec spec = ToBlobSpec(model, formats[f].format);
       StatusOr<std::vector<uint8_t>> blob = reference::Encode(spec, S.data(), Orientation::kKV);
-      if (!blob.ok()) return core::FromFormatStatus(blob.status());
-      LC_RETURN_IF_ERROR(core::FromFormatStatus(
+      if (!blob.ok()) return base::FromFormatStatus(blob.status());
+      LC_RETURN_IF_ERROR(base::FromFormatStatus(
           reference::Decode(*blob, decoded.data(), Orientation::kKV)));
       double err = 0;
       for (size_t e = 0; e < elems; ++e) {

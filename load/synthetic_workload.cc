@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "load/poisson_arrivals.h"
 #include "load/zipf.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 
 namespace leapcache::load {
 

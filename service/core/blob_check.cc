@@ -7,7 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "gpu/crc32c.h"
 #include "gpu/format.h"
-#include "service/core/status_util.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
 
 namespace leapcache::core {
 namespace {
@@ -86,10 +87,10 @@ absl::Status CheckPutBlobs(const NamespaceInfo& ns, const MemoryTier& tier,
                                                      ns.spec.format.ToString()));
     }
     leapcache::StatusOr<BlobSpec> parsed = ParseBlob(blob);
-    absl::Status st = FromFormatStatus(parsed.status());
+    absl::Status st = base::FromFormatStatus(parsed.status());
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat(where(i), ": ", st.message()));
     // Values no reader would accept, under a valid checksum: the put's own bad content.
-    st = FromFormatStatus(CheckStoredValues(*parsed, blob.subspan(kHeaderBytes)));
+    st = base::FromFormatStatus(CheckStoredValues(*parsed, blob.subspan(kHeaderBytes)));
     if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(where(i), ": ", st.message()));
   }
   *blob_crcs = std::move(crcs);

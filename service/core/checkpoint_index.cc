@@ -4,8 +4,8 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/check.h"
-#include "service/core/lock.h"
+#include "base/check.h"
+#include "base/lock.h"
 
 namespace leapcache::core {
 
@@ -19,7 +19,7 @@ CheckpointIndex::Shard& CheckpointIndex::ShardOf(const CheckpointKey& key) const
 absl::Status CheckpointIndex::BeginPut(const CheckpointKey& key, const Position& position,
                                        HeadRange heads, absl::FunctionRef<bool(uint64_t)> is_live) {
   Shard& shard = ShardOf(key);
-  WriterLock lock(&shard.mu);
+  base::WriterLock lock(&shard.mu);
   Slot& slot = shard.slots[key];  // created if absent; erased below if the put is refused
   if (slot.entry_id != 0 && !is_live(slot.entry_id)) {
     slot.entry_id = 0;  // evicted but not yet unlinked: forget it now
@@ -56,7 +56,7 @@ absl::Status CheckpointIndex::BeginPut(const CheckpointKey& key, const Position&
 
 void CheckpointIndex::EndPut(const CheckpointKey& key, HeadRange heads) {
   Shard& shard = ShardOf(key);
-  WriterLock lock(&shard.mu);
+  base::WriterLock lock(&shard.mu);
   auto it = shard.slots.find(key);
   if (it == shard.slots.end()) return;
   std::vector<HeadRange>& pending = it->second.pending;
@@ -69,7 +69,7 @@ void CheckpointIndex::EndPut(const CheckpointKey& key, HeadRange heads) {
 void CheckpointIndex::CommitPut(const CheckpointKey& key, HeadRange heads,
                                 absl::FunctionRef<uint64_t(uint64_t)> publish) {
   Shard& shard = ShardOf(key);
-  WriterLock lock(&shard.mu);
+  base::WriterLock lock(&shard.mu);
   auto it = shard.slots.find(key);
   LC_CHECK(it != shard.slots.end(), "CheckpointIndex::CommitPut without BeginPut");
   Slot& slot = it->second;
@@ -88,7 +88,7 @@ void CheckpointIndex::CommitPut(const CheckpointKey& key, HeadRange heads,
 
 std::optional<IndexHit> CheckpointIndex::Find(const CheckpointKey& key, HeadRange heads) const {
   Shard& shard = ShardOf(key);
-  ReaderLock lock(&shard.mu);
+  base::ReaderLock lock(&shard.mu);
   auto it = shard.slots.find(key);
   if (it == shard.slots.end() || it->second.entry_id == 0 || !it->second.committed.Covers(heads)) {
     return std::nullopt;
@@ -98,7 +98,7 @@ std::optional<IndexHit> CheckpointIndex::Find(const CheckpointKey& key, HeadRang
 
 std::optional<uint64_t> CheckpointIndex::FindEntry(const CheckpointKey& key) const {
   Shard& shard = ShardOf(key);
-  ReaderLock lock(&shard.mu);
+  base::ReaderLock lock(&shard.mu);
   auto it = shard.slots.find(key);
   if (it == shard.slots.end() || it->second.entry_id == 0) return std::nullopt;
   return it->second.entry_id;
@@ -106,7 +106,7 @@ std::optional<uint64_t> CheckpointIndex::FindEntry(const CheckpointKey& key) con
 
 std::optional<uint64_t> CheckpointIndex::Remove(const CheckpointKey& key) {
   Shard& shard = ShardOf(key);
-  WriterLock lock(&shard.mu);
+  base::WriterLock lock(&shard.mu);
   auto it = shard.slots.find(key);
   if (it == shard.slots.end() || it->second.entry_id == 0) return std::nullopt;
   const uint64_t id = it->second.entry_id;
@@ -118,7 +118,7 @@ std::optional<uint64_t> CheckpointIndex::Remove(const CheckpointKey& key) {
 
 void CheckpointIndex::Unlink(const CheckpointKey& key, uint64_t entry_id) {
   Shard& shard = ShardOf(key);
-  WriterLock lock(&shard.mu);
+  base::WriterLock lock(&shard.mu);
   auto it = shard.slots.find(key);
   if (it == shard.slots.end() || it->second.entry_id != entry_id) return;
   it->second.entry_id = 0;
@@ -129,7 +129,7 @@ void CheckpointIndex::Unlink(const CheckpointKey& key, uint64_t entry_id) {
 size_t CheckpointIndex::committed_keys() const {
   size_t n = 0;
   for (const Shard& shard : shards_) {
-    ReaderLock lock(&shard.mu);
+    base::ReaderLock lock(&shard.mu);
     for (const auto& [key, slot] : shard.slots) n += slot.entry_id != 0 ? 1 : 0;
   }
   return n;

@@ -5,10 +5,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/check.h"
+#include "base/check.h"
 #include "service/core/head_range.h"
-#include "service/core/lock.h"
-#include "service/core/status_util.h"
+#include "base/lock.h"
+#include "base/status_macros.h"
 
 namespace leapcache::core {
 namespace {
@@ -206,7 +206,7 @@ StoreStats CheckpointStore::Stats() const {
   {
     // Outcomes are counted under the same lock that takes a put out of puts_, so the pending
     // count and the put counters read here agree (checkpoint_store_put.cc).
-    ReaderLock lock(&puts_mu_);
+    base::ReaderLock lock(&puts_mu_);
     s.pending_puts = puts_.size();
     CopyCounters(counters_, &s);
   }

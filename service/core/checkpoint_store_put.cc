@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/blob_check.h"
 #include "service/core/checkpoint_store.h"
-#include "service/core/lock.h"
-#include "service/core/status_util.h"
+#include "base/lock.h"
+#include "base/status_macros.h"
 
 namespace leapcache::core {
 namespace {
@@ -58,7 +58,7 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
                                                    "] (got ", absl::FormatDuration(ttl), ")"));
   }
   {
-    ReaderLock lock(&puts_mu_);
+    base::ReaderLock lock(&puts_mu_);
     if (puts_.size() >= options_.max_pending_puts) {
       return absl::ResourceExhaustedError(
           absl::StrCat(options_.max_pending_puts, " puts are already in flight"));
@@ -107,7 +107,7 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
     }
   }
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     if (puts_.size() < options_.max_pending_puts) {
       put->id = next_put_id_++;
       puts_.emplace(put->id, put);
@@ -140,7 +140,7 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
   bool expired = false;
   bool reclaim = false;
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     auto it = puts_.find(id);
     if (it == puts_.end()) return UnknownPut(id);
     put = it->second;
@@ -177,7 +177,7 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
     done += n;
   }
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     --put->uploads;
     // An Abort or the reaper killed the put while we copied: the last one out reclaims.
     reclaim = put->state == PendingPut::State::kDead && put->uploads == 0;
@@ -192,7 +192,7 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
   bool expired = false;
   bool reclaim = false;
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     auto it = puts_.find(id);
     if (it == puts_.end()) return UnknownPut(id);
     put = it->second;
@@ -222,7 +222,7 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
   absl::Status st = CheckPutBlobs(*put->ns, residency_.tier(put->placement.tier), put->placement,
                                   put->heads, crc32c, &blob_crcs);
   if (!st.ok()) {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     put->state = PendingPut::State::kOpen;  // unchanged: the caller may fix and retry, or Abort
     counters_.puts_rejected.Add();
     return st;
@@ -234,7 +234,7 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
                               std::move(put->placement), std::move(blob_crcs));
   });
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     put->state = PendingPut::State::kDead;
     puts_.erase(id);
     counters_.puts_committed.Add();
@@ -247,7 +247,7 @@ absl::Status CheckpointStore::Abort(PutId id) {
   std::shared_ptr<PendingPut> put;
   bool reclaim = false;
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     auto it = puts_.find(id);
     if (it == puts_.end()) return UnknownPut(id);
     put = it->second;
@@ -264,12 +264,12 @@ absl::Status CheckpointStore::Abort(PutId id) {
 size_t CheckpointStore::ReapExpiredPuts() {
   // Held across the reclaims below: a concurrent reap waits for them instead of returning while
   // puts it would have reaped still hold their pages.
-  WriterLock reaping(&reap_mu_);
+  base::WriterLock reaping(&reap_mu_);
   const absl::Time now = clock_.Now();
   std::vector<std::shared_ptr<PendingPut>> expired;
   std::vector<std::shared_ptr<PendingPut>> reclaim;
   {
-    WriterLock lock(&puts_mu_);
+    base::WriterLock lock(&puts_mu_);
     for (const auto& [id, put] : puts_) {
       if (put->state == PendingPut::State::kOpen && now >= put->deadline) expired.push_back(put);
     }

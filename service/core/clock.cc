@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "service/core/check.h"
-#include "service/core/lock.h"
+#include "base/check.h"
+#include "base/lock.h"
 
 namespace leapcache::core {
 namespace {
@@ -24,13 +24,13 @@ const Clock& MonotonicClock() {
 }
 
 absl::Time FakeClock::Now() const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   return now_;
 }
 
 void FakeClock::Advance(absl::Duration d) {
   LC_CHECK(d >= absl::ZeroDuration(), "FakeClock cannot go backwards");
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   now_ += d;
 }
 

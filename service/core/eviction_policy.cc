@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
-#include "service/core/check.h"
+#include "base/check.h"
 
 namespace leapcache::core {
 namespace {

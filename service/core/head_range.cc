@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/check.h"
+#include "base/check.h"
 
 namespace leapcache::core {
 

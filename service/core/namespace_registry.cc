@@ -6,8 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/lock.h"
-#include "service/core/status_util.h"
+#include "base/lock.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
 
 namespace leapcache::core {
 namespace {
@@ -34,7 +35,7 @@ absl::Status Validate(const NamespaceSpec& s, size_t max_slot_bytes, size_t slot
     return absl::InvalidArgumentError(
         absl::StrCat("total_heads must be in [1, ", kMaxTotalHeads, "] (got ", m.total_heads, ")"));
   }
-  if (absl::Status st = FromFormatStatus(ValidateSpec(s.format)); !st.ok()) {
+  if (absl::Status st = base::FromFormatStatus(ValidateSpec(s.format)); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("format: ", st.message()));
   }
   if (s.format.dk != m.dk || s.format.dv != m.dv) {
@@ -105,7 +106,7 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
   LC_RETURN_IF_ERROR(Validate(spec, max_slot_bytes_, slot_bytes));
   std::string key = IdentityKey(spec);
 
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   if (auto it = ids_.find(key); it != ids_.end()) return it->second;
   if (infos_.size() >= kMaxNamespaces) {
     return absl::ResourceExhaustedError(
@@ -133,7 +134,7 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
 }
 
 absl::StatusOr<const NamespaceInfo*> NamespaceRegistry::Find(NamespaceId id) const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   auto it = infos_.find(id);
   if (it == infos_.end()) return UnknownNamespaceError(id);
   return it->second.get();
@@ -152,7 +153,7 @@ absl::StatusOr<const NamespaceInfo*> NamespaceRegistry::FindTagged(NamespaceId i
 }
 
 size_t NamespaceRegistry::size() const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   return infos_.size();
 }
 

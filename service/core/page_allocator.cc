@@ -3,14 +3,14 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/check.h"
-#include "service/core/lock.h"
+#include "base/check.h"
+#include "base/lock.h"
 
 namespace leapcache::core {
 
 PageAllocator::PageAllocator(std::string tier, size_t capacity_pages)
     : tier_(std::move(tier)), capacity_pages_(capacity_pages) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   allocated_.assign(capacity_pages_, false);
   free_.reserve(capacity_pages_);
   // Pushed in reverse so that the first allocations take the lowest pages.
@@ -18,12 +18,12 @@ PageAllocator::PageAllocator(std::string tier, size_t capacity_pages)
 }
 
 size_t PageAllocator::used_pages() const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   return capacity_pages_ - free_.size();
 }
 
 absl::Status PageAllocator::Allocate(size_t n, std::vector<PageId>* pages) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   if (n > free_.size()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("tier ", tier_, ": ", n, " pages requested, ", free_.size(), " free"));
@@ -38,7 +38,7 @@ absl::Status PageAllocator::Allocate(size_t n, std::vector<PageId>* pages) {
 }
 
 void PageAllocator::Free(std::span<const PageId> pages) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   for (PageId p : pages) {
     LC_CHECK(p < capacity_pages_ && allocated_[p], "MemoryTier::Free of a page not allocated");
     allocated_[p] = false;

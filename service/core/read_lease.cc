@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/status_util.h"
-#include "service/core/check.h"
+#include "base/status_macros.h"
+#include "base/check.h"
 
 namespace leapcache::core {
 

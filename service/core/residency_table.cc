@@ -4,9 +4,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/check.h"
+#include "base/check.h"
 #include "service/core/head_range.h"
-#include "service/core/lock.h"
+#include "base/lock.h"
 
 namespace leapcache::core {
 
@@ -19,7 +19,7 @@ ResidencyTable::ResidencyTable(std::vector<std::unique_ptr<MemoryTier>> tiers,
                                const EvictionOptions& options, StoreCounters* counters)
     : tiers_(std::move(tiers)), options_(options), counters_(counters) {
   LC_CHECK(!tiers_.empty() && tiers_.size() <= kMaxTiers, "1..4 memory tiers");
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   for (size_t i = 0; i < tiers_.size(); ++i) {
     LC_CHECK(tiers_[i] != nullptr, "null memory tier");
     policies_.push_back(options_.policy == EvictionPolicyKind::kLru
@@ -290,7 +290,7 @@ bool ResidencyTable::Promote(Resident* r, std::vector<EvictedEntry>* evicted) {
 
 absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_t blobs,
                                                   std::vector<EvictedEntry>* evicted) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   std::string why;
   for (int t = 0; t < num_tiers(); ++t) {
     const size_t need = PagesFor(blobs, ns.slot_bytes, tiers_[t]->page_bytes());
@@ -310,7 +310,7 @@ absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_
 }
 
 void ResidencyTable::ReleaseReservation(const Placement& placement) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   tiers_[placement.tier]->Free(placement.pages);
   reserved_pages_[placement.tier] -= placement.pages.size();
 }
@@ -318,7 +318,7 @@ void ResidencyTable::ReleaseReservation(const Placement& placement) {
 uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
                                  const Position& position, const NamespaceInfo& ns, HeadRange heads,
                                  Placement placement, std::vector<uint32_t> blob_crcs) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   Resident* r = entry_id != 0 ? FindLive(entry_id) : nullptr;
   if (r == nullptr) {
     auto fresh = std::make_unique<Resident>();
@@ -342,13 +342,13 @@ uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
 }
 
 bool ResidencyTable::IsLive(uint64_t entry_id) const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   return FindLive(entry_id) != nullptr;
 }
 
 absl::StatusOr<std::vector<BlobLocation>> ResidencyTable::AcquireLease(
     uint64_t entry_id, HeadRange heads, std::vector<EvictedEntry>* evicted) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   Resident* r = FindLive(entry_id);
   if (r == nullptr) return absl::NotFoundError("checkpoint was evicted or deleted");
   HeadRangeSet held;
@@ -394,7 +394,7 @@ absl::StatusOr<std::vector<BlobLocation>> ResidencyTable::AcquireLease(
 }
 
 void ResidencyTable::ReleaseLease(uint64_t entry_id) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   auto it = residents_.find(entry_id);
   LC_CHECK(it != residents_.end() && it->second->leases > 0, "release of a lease not held");
   Resident* r = it->second.get();
@@ -407,7 +407,7 @@ void ResidencyTable::ReleaseLease(uint64_t entry_id) {
 }
 
 bool ResidencyTable::Remove(uint64_t entry_id) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   Resident* r = FindLive(entry_id);
   if (r == nullptr) return false;
   r->doomed = true;
@@ -422,7 +422,7 @@ bool ResidencyTable::Remove(uint64_t entry_id) {
 }
 
 absl::Status ResidencyTable::Pin(uint64_t entry_id) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   Resident* r = FindLive(entry_id);
   if (r == nullptr) return absl::NotFoundError("checkpoint was evicted or deleted");
   if (r->pins++ == 0) ++pinned_;
@@ -430,7 +430,7 @@ absl::Status ResidencyTable::Pin(uint64_t entry_id) {
 }
 
 absl::Status ResidencyTable::Unpin(uint64_t entry_id) {
-  WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   Resident* r = FindLive(entry_id);
   if (r == nullptr) return absl::NotFoundError("checkpoint was evicted or deleted");
   if (r->pins == 0) return absl::FailedPreconditionError("checkpoint is not pinned");
@@ -439,7 +439,7 @@ absl::Status ResidencyTable::Unpin(uint64_t entry_id) {
 }
 
 std::vector<int> ResidencyTable::TiersOf(uint64_t entry_id) const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   std::vector<int> tiers;
   if (const Resident* r = FindLive(entry_id); r != nullptr) {
     for (int t = 0; t < num_tiers(); ++t) {
@@ -450,7 +450,7 @@ std::vector<int> ResidencyTable::TiersOf(uint64_t entry_id) const {
 }
 
 void ResidencyTable::FillStats(StoreStats* out) const {
-  ReaderLock lock(&mu_);
+  base::ReaderLock lock(&mu_);
   out->tiers.clear();
   for (int t = 0; t < num_tiers(); ++t) {
     const MemoryTier& tier = *tiers_[t];

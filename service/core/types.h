@@ -7,23 +7,21 @@
 #include <cstdint>
 #include <utility>
 
+#include "base/block_hash.h"
+
 namespace leapcache::core {
 
-// Registered namespaces are numbered from 1; 0 is never a valid id.
+// Namespace ids are derived from the namespace's tag (namespace_registry.h); 0 is never valid.
 using NamespaceId = uint32_t;
 // Puts are numbered from 1 in reservation order; 0 is never a valid id.
 using PutId = uint64_t;
 
-// A prefix block hash (block_hash.h). Compared in full, all 32 bytes, everywhere.
-inline constexpr size_t kBlockHashBytes = 32;
-using BlockHash = std::array<uint8_t, kBlockHashBytes>;
-
-// Longest chain Lookup accepts, and deepest block a checkpoint may sit at: 1M tokens at 16-token
-// blocks (vLLM's smallest default) is 65,536 blocks. Bounds the work of one Lookup.
-inline constexpr int kMaxChainBlocks = 1 << 16;
-// Largest block an engine may declare, in tokens. Engines use 16..1024; 65,536 leaves room and
-// keeps tokens = blocks x block_tokens within 2^32.
-inline constexpr int64_t kMaxBlockTokens = 1 << 16;
+// A prefix block hash and the chain's bounds (base/block_hash.h: they are part of the wire
+// contract).
+using base::BlockHash;
+using base::kBlockHashBytes;
+using base::kMaxBlockTokens;
+using base::kMaxChainBlocks;
 
 // Where a checkpoint sits in its prompt: after `blocks` full blocks holding `tokens` tokens.
 // A state hit is exact-position only: the state after block i serves a resume at block i.

@@ -3,16 +3,9 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/cuda_status.h"
 
 namespace leapcache::cuda {
-namespace {
-
-absl::Status CudaError(cudaError_t e, const std::string& what) {
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<DeviceTier>> DeviceTier::Create(std::string name, int device,
                                                                size_t budget_bytes,
                                                                size_t page_bytes) {
@@ -26,7 +19,7 @@ absl::StatusOr<std::unique_ptr<DeviceTier>> DeviceTier::Create(std::string name,
         absl::StrCat("tier ", name, ": no CUDA device ", device, " (", count, " found)"));
   }
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-    return CudaError(e, absl::StrCat("tier ", name, ": cudaSetDevice(", device, ")"));
+    return LC_CUDA_STATUS(e, absl::StrCat("tier ", name, ": cudaSetDevice(", device, ")"));
   }
   void* base = nullptr;
   if (cudaMalloc(&base, *pages * page_bytes) != cudaSuccess) {
@@ -61,11 +54,11 @@ absl::Status DeviceTier::CopyIn(core::PageId page, size_t offset, std::span<cons
   if (src.empty()) return absl::OkStatus();
   // cudaSetDevice is per thread: RPC threads come and go.
   if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
-    return CudaError(e, "cudaSetDevice");
+    return LC_CUDA_STATUS(e, "cudaSetDevice");
   if (cudaError_t e =
           cudaMemcpy(PageAddress(page) + offset, src.data(), src.size(), cudaMemcpyHostToDevice);
       e != cudaSuccess) {
-    return CudaError(e, absl::StrCat("tier ", name_, ": copy into page ", page));
+    return LC_CUDA_STATUS(e, absl::StrCat("tier ", name_, ": copy into page ", page));
   }
   return absl::OkStatus();
 }
@@ -76,11 +69,11 @@ absl::Status DeviceTier::CopyOut(core::PageId page, size_t offset, std::span<uin
   }
   if (dst.empty()) return absl::OkStatus();
   if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess)
-    return CudaError(e, "cudaSetDevice");
+    return LC_CUDA_STATUS(e, "cudaSetDevice");
   if (cudaError_t e =
           cudaMemcpy(dst.data(), PageAddress(page) + offset, dst.size(), cudaMemcpyDeviceToHost);
       e != cudaSuccess) {
-    return CudaError(e, absl::StrCat("tier ", name_, ": copy out of page ", page));
+    return LC_CUDA_STATUS(e, absl::StrCat("tier ", name_, ": copy out of page ", page));
   }
   return absl::OkStatus();
 }

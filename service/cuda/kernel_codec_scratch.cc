@@ -9,8 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/kernels/kernels.h"
 #include "gpu/pool_layout.h"
-#include "service/core/status_util.h"
-#include "service/cuda/cuda_result.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
+#include "base/cuda_status.h"
 
 namespace leapcache::cuda {
 
@@ -29,26 +30,26 @@ absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(i
   auto s = std::make_unique<KernelCodecScratch>();
   s->device = device;
   s->max_states = max_states;
-  LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(device), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device), "cudaSetDevice"));
   // The largest region of any served spec: KDA's (a gate per key channel), at whichever code
   // width lays out the most bytes.
   for (int bits : {8, 6, 4}) {
     leapcache::StatusOr<PoolLayout> kda = MakePoolLayout(
         BlobSpec::Leap(StateKind::kKda, bits, kernels::kKernelDim, kernels::kKernelDim), max_states,
         1);
-    if (!kda.ok()) return core::FromFormatStatus(kda.status());
+    if (!kda.ok()) return base::FromFormatStatus(kda.status());
     s->pool_bytes = std::max(s->pool_bytes, kda->pool_bytes());
   }
   const size_t state_bytes = size_t{kernels::kKernelDim} * kernels::kKernelDim * 4;
   std::vector<int32_t> slots(static_cast<size_t>(max_states));
   std::iota(slots.begin(), slots.end(), 0);
   for (absl::Status st :
-       {CudaResult(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+       {LC_CUDA_STATUS(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
                    "cudaStreamCreate"),
-        CudaResult(cudaMalloc(&s->states, state_bytes * max_states), "cudaMalloc"),
-        CudaResult(cudaMalloc(&s->pool, s->pool_bytes), "cudaMalloc"),
-        CudaResult(cudaMalloc(&s->slot, sizeof(int32_t) * max_states), "cudaMalloc"),
-        CudaResult(
+        LC_CUDA_STATUS(cudaMalloc(&s->states, state_bytes * max_states), "cudaMalloc"),
+        LC_CUDA_STATUS(cudaMalloc(&s->pool, s->pool_bytes), "cudaMalloc"),
+        LC_CUDA_STATUS(cudaMalloc(&s->slot, sizeof(int32_t) * max_states), "cudaMalloc"),
+        LC_CUDA_STATUS(
             cudaMemcpy(s->slot, slots.data(), sizeof(int32_t) * max_states, cudaMemcpyHostToDevice),
             "cudaMemcpy")}) {
     if (!st.ok()) return st;

@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/pool_layout.h"
-#include "service/core/status_util.h"
-#include "service/cuda/cuda_result.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
+#include "base/cuda_status.h"
 #include "service/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::cuda {
@@ -19,7 +20,7 @@ absl::StatusOr<std::unique_ptr<KernelDecoder>> KernelDecoder::Create(int device,
   LC_ASSIGN_OR_RETURN(std::unique_ptr<KernelCodecScratch> scratch,
                       KernelCodecScratch::Create(device, max_states));
   uint8_t* h_pool = nullptr;
-  LC_RETURN_IF_ERROR(CudaResult(cudaMallocHost(&h_pool, scratch->pool_bytes), "cudaMallocHost"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMallocHost(&h_pool, scratch->pool_bytes), "cudaMallocHost"));
   return std::unique_ptr<KernelDecoder>(new KernelDecoder(std::move(scratch), h_pool));
 }
 
@@ -39,7 +40,7 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
   }
   if (n == 0) return absl::OkStatus();
   leapcache::StatusOr<PoolLayout> pool = MakePoolLayout(spec, static_cast<int>(n), 1);
-  if (!pool.ok()) return core::FromFormatStatus(pool.status());
+  if (!pool.ok()) return base::FromFormatStatus(pool.status());
   const uint32_t fingerprint = LayoutFingerprint(spec);
   const size_t payload = pool->payload().payload_bytes;
   absl::MutexLock lock(&mu_);
@@ -51,7 +52,7 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
     const std::span<const uint8_t> b = blob(i);
     leapcache::StatusOr<BlobSpec> parsed = ParseBlob(b);
     if (!parsed.ok()) {
-      const absl::Status st = core::FromFormatStatus(parsed.status());
+      const absl::Status st = base::FromFormatStatus(parsed.status());
       return absl::Status(st.code(), absl::StrCat(describe(i), ": ", st.message()));
     }
     if (LayoutFingerprint(*parsed) != fingerprint) {
@@ -59,7 +60,7 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
                                               ", not the namespace's ", spec.ToString()));
     }
     if (const absl::Status st =
-            core::FromFormatStatus(CheckStoredValues(*parsed, b.subspan(kHeaderBytes)));
+            base::FromFormatStatus(CheckStoredValues(*parsed, b.subspan(kHeaderBytes)));
         !st.ok()) {
       return absl::Status(st.code(), absl::StrCat(describe(i), ": ", st.message()));
     }
@@ -67,19 +68,19 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
     std::memcpy(region, b.data() + kHeaderBytes, payload);
     std::memset(region + pool->window_offset(), 0, pool->rec_k_offset() - pool->window_offset());
   }
-  LC_RETURN_IF_ERROR(CudaResult(cudaSetDevice(k.device), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(k.device), "cudaSetDevice"));
   // Only what a fresh boundary's decode reads: each region's payload and window header, one
   // strided copy (the record areas, 30-50% of a region, stay as they are on the device).
   LC_RETURN_IF_ERROR(
-      CudaResult(cudaMemcpy2DAsync(k.pool, pool->region_bytes(), h_pool_, pool->region_bytes(),
+      LC_CUDA_STATUS(cudaMemcpy2DAsync(k.pool, pool->region_bytes(), h_pool_, pool->region_bytes(),
                                    pool->rec_k_offset(), n, cudaMemcpyHostToDevice, k.stream),
                  "cudaMemcpy2DAsync"));
-  LC_RETURN_IF_ERROR(core::FromFormatStatus(
+  LC_RETURN_IF_ERROR(base::FromFormatStatus(
       kernels::WindowDecode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream)));
-  LC_RETURN_IF_ERROR(CudaResult(
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
       cudaMemcpyAsync(out.data(), k.states, out.size(), cudaMemcpyDeviceToHost, k.stream),
       "cudaMemcpyAsync"));
-  return CudaResult(cudaStreamSynchronize(k.stream), "decode");
+  return LC_CUDA_STATUS(cudaStreamSynchronize(k.stream), "decode");
 }
 
 }  // namespace leapcache::cuda

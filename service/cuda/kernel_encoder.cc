@@ -6,8 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/pool_layout.h"
-#include "service/core/status_util.h"
-#include "service/cuda/cuda_result.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
+#include "base/cuda_status.h"
 #include "service/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::cuda {
@@ -19,7 +20,7 @@ absl::StatusOr<std::unique_ptr<KernelEncoder>> KernelEncoder::Create(int device,
                       KernelCodecScratch::Create(device, max_states));
   uint8_t* h_payloads = nullptr;
   LC_RETURN_IF_ERROR(
-      CudaResult(cudaMallocHost(&h_payloads, scratch->pool_bytes), "cudaMallocHost"));
+      LC_CUDA_STATUS(cudaMallocHost(&h_payloads, scratch->pool_bytes), "cudaMallocHost"));
   return std::unique_ptr<KernelEncoder>(new KernelEncoder(std::move(scratch), h_payloads));
 }
 
@@ -39,17 +40,17 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   }
   if (n == 0) return absl::OkStatus();
   leapcache::StatusOr<PoolLayout> pool = MakePoolLayout(spec, static_cast<int>(n), 1);
-  if (!pool.ok()) return core::FromFormatStatus(pool.status());
+  if (!pool.ok()) return base::FromFormatStatus(pool.status());
   absl::MutexLock lock(&mu_);
   KernelCodecScratch& k = *scratch_;
-  if (absl::Status st = CudaResult(cudaSetDevice(k.device), "cudaSetDevice"); !st.ok()) return st;
-  if (absl::Status st = CudaResult(
+  if (absl::Status st = LC_CUDA_STATUS(cudaSetDevice(k.device), "cudaSetDevice"); !st.ok()) return st;
+  if (absl::Status st = LC_CUDA_STATUS(
           cudaMemcpyAsync(k.states, states.data(), states.size(), cudaMemcpyHostToDevice, k.stream),
           "cudaMemcpyAsync");
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = core::FromFormatStatus(
+  if (absl::Status st = base::FromFormatStatus(
           kernels::WindowEncode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream));
       !st.ok()) {
     return st;
@@ -58,13 +59,13 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   // regions' window and record areas (30-50% of their bytes) hold nothing a blob keeps.
   const size_t payload = pool->payload().payload_bytes;
   if (absl::Status st =
-          CudaResult(cudaMemcpy2DAsync(h_payloads_, payload, k.pool, pool->region_bytes(), payload,
+          LC_CUDA_STATUS(cudaMemcpy2DAsync(h_payloads_, payload, k.pool, pool->region_bytes(), payload,
                                        n, cudaMemcpyDeviceToHost, k.stream),
                      "cudaMemcpy2DAsync");
       !st.ok()) {
     return st;
   }
-  if (absl::Status st = CudaResult(cudaStreamSynchronize(k.stream), "encode"); !st.ok()) return st;
+  if (absl::Status st = LC_CUDA_STATUS(cudaStreamSynchronize(k.stream), "encode"); !st.ok()) return st;
   for (size_t i = 0; i < n; ++i) {
     std::vector<uint8_t> blob(pool->payload().blob_bytes());
     std::memcpy(blob.data() + kHeaderBytes, h_payloads_ + i * payload, payload);

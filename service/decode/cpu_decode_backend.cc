@@ -8,7 +8,8 @@
 #include "gpu/reference/codec.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/window.h"
-#include "service/core/status_util.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
 
 namespace leapcache::decode {
 namespace {
@@ -28,7 +29,7 @@ BlobSpec Fp32Spec(const BlobSpec& spec) {
 
 template <typename T>
 absl::StatusOr<T> FromFormat(leapcache::StatusOr<T> v) {
-  if (!v.ok()) return core::FromFormatStatus(v.status());
+  if (!v.ok()) return base::FromFormatStatus(v.status());
   return std::move(v).value();
 }
 
@@ -36,7 +37,7 @@ absl::StatusOr<T> FromFormat(leapcache::StatusOr<T> v) {
 
 absl::StatusOr<std::unique_ptr<CpuDecodeBackend>> CpuDecodeBackend::Create(
     const DecodeShape& shape) {
-  LC_RETURN_IF_ERROR(core::FromFormatStatus(ValidateSpec(shape.spec)));
+  LC_RETURN_IF_ERROR(base::FromFormatStatus(ValidateSpec(shape.spec)));
   if (shape.slots <= 0 || shape.layers <= 0 || shape.heads <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("slots, layers and heads must be positive (got ",
                                                    shape.slots, ", ", shape.layers, ", ",
@@ -98,7 +99,7 @@ absl::Status CpuDecodeBackend::Step(const LayerStep& step, const LayerOutput& ou
       leapcache::Status st =
           trackers_[index(slot, step.layer, static_cast<int>(h))]->Step(in, o.data());
       if (!st.ok()) {
-        return core::FromFormatStatus(leapcache::Status(
+        return base::FromFormatStatus(leapcache::Status(
             st.code(),
             absl::StrCat("slot ", slot, " layer ", step.layer, " head ", h, ": ", st.message())));
       }
@@ -147,7 +148,7 @@ absl::Status CpuDecodeBackend::Load(int slot, std::span<const std::span<const ui
       loaded[i] = std::move(w);
     } else {
       LC_RETURN_IF_ERROR(
-          core::FromFormatStatus(reference::Decode(blobs[i], S.data(), Orientation::kKV)));
+          base::FromFormatStatus(reference::Decode(blobs[i], S.data(), Orientation::kKV)));
       LC_ASSIGN_OR_RETURN(loaded[i], MakeTracker(S.data()));
     }
   }

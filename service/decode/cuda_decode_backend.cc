@@ -8,19 +8,16 @@
 #include "gpu/kernels/kernels.h"
 #include "gpu/reference/codec.h"
 #include "gpu/reference/window.h"
-#include "service/core/status_util.h"
+#include "base/cuda_status.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
 
 namespace leapcache::decode {
 namespace {
 
-absl::Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-
 template <typename T>
 absl::StatusOr<T> FromFormat(leapcache::StatusOr<T> v) {
-  if (!v.ok()) return core::FromFormatStatus(v.status());
+  if (!v.ok()) return base::FromFormatStatus(v.status());
   return std::move(v).value();
 }
 
@@ -33,7 +30,7 @@ size_t InputFloatsPerHead(const DecodeShape& s) {
 absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
     const DecodeShape& shape, int device) {
   const BlobSpec& spec = shape.spec;
-  LC_RETURN_IF_ERROR(core::FromFormatStatus(ValidateSpec(spec)));
+  LC_RETURN_IF_ERROR(base::FromFormatStatus(ValidateSpec(spec)));
   if (spec.dk != kernels::kKernelDim || spec.dv != kernels::kKernelDim) {
     return absl::UnimplementedError(
         absl::StrCat("the CUDA kernels are built for dk = dv = ", kernels::kKernelDim, " (got ",
@@ -52,7 +49,7 @@ absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
   }
   std::unique_ptr<CudaDecodeBackend> b(new CudaDecodeBackend(shape));
   b->device_ = device;
-  LC_RETURN_IF_ERROR(Cuda(cudaSetDevice(device), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device), "cudaSetDevice"));
   const int rows = shape.slots * shape.layers;
   if (spec.codec == Codec::kLeap) {
     LC_ASSIGN_OR_RETURN(b->layout_, FromFormat(MakePoolLayout(spec, rows, shape.heads)));
@@ -67,15 +64,15 @@ absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
   const size_t in_floats = per_batch * InputFloatsPerHead(shape) + 5 * 4;  // + alignment slack
   const size_t out_floats = per_batch * spec.dv;
   LC_RETURN_IF_ERROR(
-      Cuda(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
-  LC_RETURN_IF_ERROR(Cuda(cudaMalloc(&b->d_slot_, sizeof(int32_t) * shape.slots), "cudaMalloc"));
-  LC_RETURN_IF_ERROR(Cuda(cudaMalloc(&b->d_in_, sizeof(float) * in_floats), "cudaMalloc"));
-  LC_RETURN_IF_ERROR(Cuda(cudaMalloc(&b->d_out_, sizeof(float) * out_floats), "cudaMalloc"));
-  LC_RETURN_IF_ERROR(Cuda(cudaMallocHost(&b->h_in_, sizeof(float) * in_floats), "cudaMallocHost"));
+      LC_CUDA_STATUS(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMalloc(&b->d_slot_, sizeof(int32_t) * shape.slots), "cudaMalloc"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMalloc(&b->d_in_, sizeof(float) * in_floats), "cudaMalloc"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMalloc(&b->d_out_, sizeof(float) * out_floats), "cudaMalloc"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMallocHost(&b->h_in_, sizeof(float) * in_floats), "cudaMallocHost"));
   LC_RETURN_IF_ERROR(
-      Cuda(cudaMallocHost(&b->h_out_, sizeof(float) * out_floats), "cudaMallocHost"));
+      LC_CUDA_STATUS(cudaMallocHost(&b->h_out_, sizeof(float) * out_floats), "cudaMallocHost"));
   LC_RETURN_IF_ERROR(
-      Cuda(cudaMallocHost(&b->h_slot_, sizeof(int32_t) * shape.slots), "cudaMallocHost"));
+      LC_CUDA_STATUS(cudaMallocHost(&b->h_slot_, sizeof(int32_t) * shape.slots), "cudaMallocHost"));
   for (int s = 0; s < shape.slots; ++s) LC_RETURN_IF_ERROR(b->Reset(s));
   return b;
 }
@@ -105,7 +102,7 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
     return absl::InvalidArgumentError(
         absl::StrCat("batch of ", batch, " exceeds the session's ", s.slots, " slots"));
   }
-  LC_RETURN_IF_ERROR(Cuda(cudaSetDevice(device_), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
   // Pool rows of this layer: padding stays padding (-1 is outside the pool).
   for (int b = 0; b < batch; ++b) {
     h_slot_[b] = step.slot[b] < 0 ? -1 : step.slot[b] * s.layers + step.layer;
@@ -126,10 +123,10 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
     dev[i] = d + offset;
     offset += (parts[i].size() + 15) / 16 * 16;  // keep every array 16-byte aligned
   }
-  LC_RETURN_IF_ERROR(Cuda(
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
       cudaMemcpyAsync(d_slot_, h_slot_, sizeof(int32_t) * batch, cudaMemcpyHostToDevice, stream_),
       "cudaMemcpyAsync"));
-  LC_RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(d_in_, h_in_, offset, cudaMemcpyHostToDevice, stream_),
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemcpyAsync(d_in_, h_in_, offset, cudaMemcpyHostToDevice, stream_),
                           "cudaMemcpyAsync"));
   kernels::StepParams p;
   p.batch = batch;
@@ -147,25 +144,25 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
   p.scale = s.scale;
   if (windowed()) {
     LC_RETURN_IF_ERROR(
-        core::FromFormatStatus(kernels::WindowDecodeStepAndRefit(layout_, p, pool_, stream_)));
+        base::FromFormatStatus(kernels::WindowDecodeStepAndRefit(layout_, p, pool_, stream_)));
   } else {
-    LC_RETURN_IF_ERROR(core::FromFormatStatus(kernels::Fp32DecodeStep(
+    LC_RETURN_IF_ERROR(base::FromFormatStatus(kernels::Fp32DecodeStep(
         s.spec.kind, p, reinterpret_cast<float*>(pool_), s.slots * s.layers, stream_)));
   }
   LC_RETURN_IF_ERROR(
-      Cuda(cudaMemcpyAsync(h_out_, d_out_, out.o.size(), cudaMemcpyDeviceToHost, stream_),
+      LC_CUDA_STATUS(cudaMemcpyAsync(h_out_, d_out_, out.o.size(), cudaMemcpyDeviceToHost, stream_),
            "cudaMemcpyAsync"));
-  LC_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), "decode step"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "decode step"));
   std::memcpy(out.o.data(), h_out_, out.o.size());
   return absl::OkStatus();
 }
 
 absl::Status CudaDecodeBackend::WriteRows(int slot, const std::vector<uint8_t>& host_rows) {
-  LC_RETURN_IF_ERROR(Cuda(cudaSetDevice(device_), "cudaSetDevice"));
-  LC_RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(row(slot, 0), host_rows.data(), host_rows.size(),
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemcpyAsync(row(slot, 0), host_rows.data(), host_rows.size(),
                                           cudaMemcpyHostToDevice, stream_),
                           "cudaMemcpyAsync"));
-  return Cuda(cudaStreamSynchronize(stream_), "slot upload");
+  return LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "slot upload");
 }
 
 absl::Status CudaDecodeBackend::Reset(int slot) {
@@ -177,7 +174,7 @@ absl::Status CudaDecodeBackend::Reset(int slot) {
                         FromFormat(reference::WindowState::Create(options, nullptr)));
     const reference::WindowSnapshot snapshot = zero->Snapshot();
     for (size_t r = 0; r < static_cast<size_t>(shape_.layers) * shape_.heads; ++r) {
-      LC_RETURN_IF_ERROR(core::FromFormatStatus(
+      LC_RETURN_IF_ERROR(base::FromFormatStatus(
           WriteRegion(layout_, snapshot, rows.data() + r * layout_.region_bytes())));
     }
   }
@@ -202,13 +199,13 @@ absl::Status CudaDecodeBackend::Load(int slot, std::span<const std::span<const u
       snapshot.G.assign(static_cast<size_t>(shape_.gate_size()), 0.0f);
       // FromSnapshot checks the blob against the namespace's format.
       LC_RETURN_IF_ERROR(
-          core::FromFormatStatus(reference::WindowState::FromSnapshot(options, snapshot).status()));
-      LC_RETURN_IF_ERROR(core::FromFormatStatus(
+          base::FromFormatStatus(reference::WindowState::FromSnapshot(options, snapshot).status()));
+      LC_RETURN_IF_ERROR(base::FromFormatStatus(
           WriteRegion(layout_, snapshot, rows.data() + i * layout_.region_bytes())));
     } else {
       float* S_vk = reinterpret_cast<float*>(rows.data()) + i * elements;
       LC_RETURN_IF_ERROR(
-          core::FromFormatStatus(reference::Decode(blobs[i], S_vk, Orientation::kVK)));
+          base::FromFormatStatus(reference::Decode(blobs[i], S_vk, Orientation::kVK)));
     }
   }
   return WriteRows(slot, rows);
@@ -216,11 +213,11 @@ absl::Status CudaDecodeBackend::Load(int slot, std::span<const std::span<const u
 
 absl::StatusOr<std::vector<std::vector<uint8_t>>> CudaDecodeBackend::Export(int slot) {
   std::vector<uint8_t> rows(row_bytes() * shape_.layers);
-  LC_RETURN_IF_ERROR(Cuda(cudaSetDevice(device_), "cudaSetDevice"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
   LC_RETURN_IF_ERROR(
-      Cuda(cudaMemcpyAsync(rows.data(), row(slot, 0), rows.size(), cudaMemcpyDeviceToHost, stream_),
+      LC_CUDA_STATUS(cudaMemcpyAsync(rows.data(), row(slot, 0), rows.size(), cudaMemcpyDeviceToHost, stream_),
            "cudaMemcpyAsync"));
-  LC_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), "slot download"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "slot download"));
   const size_t per_slot = static_cast<size_t>(shape_.layers) * shape_.heads;
   const int dk = shape_.spec.dk, dv = shape_.spec.dv;
   std::vector<float> S_kv(static_cast<size_t>(dk) * dv);

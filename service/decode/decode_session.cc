@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/crc32c.h"
-#include "service/core/lock.h"
-#include "service/core/status_util.h"
+#include "base/lock.h"
+#include "base/status_macros.h"
 
 namespace leapcache::decode {
 namespace {
@@ -136,7 +136,7 @@ void DecodeSession::Touch() { last_used_ns_.store(absl::ToUnixNanos(absl::Now())
 absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
   LC_RETURN_IF_ERROR(CheckStep(in, out));
   Touch();
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   LC_RETURN_IF_ERROR(backend_->Step(in, out));
   ++steps_;
   request_steps_ += static_cast<uint64_t>(
@@ -147,7 +147,7 @@ absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
 absl::Status DecodeSession::Reset(int slot) {
   LC_RETURN_IF_ERROR(CheckSlot(slot));
   Touch();
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   return backend_->Reset(slot);
 }
 
@@ -172,7 +172,7 @@ absl::StatusOr<core::Position> DecodeSession::Load(int slot, const core::BlockHa
     }
   }
   Touch();
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   LC_RETURN_IF_ERROR(backend_->Load(slot, blobs));
   return lease.position();
 }
@@ -183,7 +183,7 @@ absl::Status DecodeSession::Commit(int slot, const core::BlockHash& hash,
   std::vector<std::vector<uint8_t>> blobs;
   {
     Touch();
-    core::WriterLock lock(&mu_);
+    base::WriterLock lock(&mu_);
     LC_ASSIGN_OR_RETURN(blobs, backend_->Export(slot));
   }
   core::PutRequest put;

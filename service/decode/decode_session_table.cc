@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/lock.h"
-#include "service/core/status_util.h"
+#include "base/lock.h"
+#include "base/status_macros.h"
 #include "service/decode/cpu_decode_backend.h"
 #ifdef LEAPCACHE_HAVE_CUDA_BACKEND
 #include "service/decode/cuda_decode_backend.h"
@@ -93,7 +93,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
 
   const size_t estimate = LiveStateBytes(shape);
   {
-    core::WriterLock lock(&mu_);
+    base::WriterLock lock(&mu_);
     if (sessions_.size() >= static_cast<size_t>(options_.max_sessions)) {
       ++stats_.refused;
       return absl::ResourceExhaustedError(
@@ -109,7 +109,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
     reserved_bytes_ += estimate;
   }
   absl::StatusOr<std::unique_ptr<DecodeBackend>> backend = MakeBackend(shape);
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   reserved_bytes_ -= estimate;
   if (!backend.ok()) {
     ++stats_.refused;
@@ -129,7 +129,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
 }
 
 absl::StatusOr<std::shared_ptr<DecodeSession>> DecodeSessionTable::Find(SessionId id) const {
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     return absl::NotFoundError(
@@ -140,7 +140,7 @@ absl::StatusOr<std::shared_ptr<DecodeSession>> DecodeSessionTable::Find(SessionI
 
 absl::Status DecodeSessionTable::Close(SessionId id) {
   std::shared_ptr<DecodeSession> closed;  // destroyed (states freed) outside the lock
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     return absl::NotFoundError(absl::StrCat("no decode session ", id));
@@ -156,7 +156,7 @@ absl::Status DecodeSessionTable::Close(SessionId id) {
 
 size_t DecodeSessionTable::Reap(absl::Time now) {
   std::vector<std::shared_ptr<DecodeSession>> reaped;
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (it->second->last_used() + options_.idle_timeout < now) {
       reserved_bytes_ -= it->second->info().state_bytes;
@@ -173,7 +173,7 @@ size_t DecodeSessionTable::Reap(absl::Time now) {
 }
 
 TableStats DecodeSessionTable::Stats() const {
-  core::WriterLock lock(&mu_);
+  base::WriterLock lock(&mu_);
   TableStats s = stats_;
   for (const auto& [id, session] : sessions_) {
     s.steps += session->steps();

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/crc32c.h"
 #include "service/core/namespace_registry.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 #include "service/server/auth_service.h"
 #include "service/server/checkpoint_reader.h"
 #include "service/server/grpc_status.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpu/half.h"
 #include "gpu/reference/codec.h"
-#include "service/core/status_util.h"
+#include "base/format_status.h"
 
 namespace leapcache::server {
 namespace {
@@ -55,7 +55,7 @@ absl::StatusOr<std::vector<uint8_t>> EncodeDenseState(const BlobSpec& spec,
   // Copied element by element: wire bytes carry no alignment guarantee and bf16 widens.
   for (size_t i = 0; i < n; ++i) (*scratch)[i] = LoadElement(format.dtype, state.data(), i);
   StatusOr<std::vector<uint8_t>> blob = reference::Encode(spec, scratch->data(), format.layout);
-  if (!blob.ok()) return core::FromFormatStatus(blob.status());
+  if (!blob.ok()) return base::FromFormatStatus(blob.status());
   return std::move(blob).value();
 }
 
@@ -71,7 +71,7 @@ absl::Status DecodeDenseState(std::span<const uint8_t> blob, const DenseFormat& 
   }
   scratch->resize(n);
   if (absl::Status st =
-          core::FromFormatStatus(reference::Decode(blob, scratch->data(), format.layout));
+          base::FromFormatStatus(reference::Decode(blob, scratch->data(), format.layout));
       !st.ok()) {
     return st;
   }

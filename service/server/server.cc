@@ -14,7 +14,7 @@
 #ifdef LEAPCACHE_HAVE_CUDA_TIER
 #include "service/cuda/device_tier.h"
 #endif
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 #include "service/metrics/registry.h"
 #include "service/metrics/text_format.h"
 #include "service/server/admin_http_server.h"

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gpu/format.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 #include "service/server/checkpoint_reader.h"
 #include "service/server/grpc_status.h"
 #include "service/server/namespace_fingerprint.h"

@@ -8,7 +8,7 @@
 #include <openssl/x509.h>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 #include "service/server/config_files.h"
 
 namespace leapcache::server {

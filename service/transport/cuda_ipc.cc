@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/status_util.h"
+#include "base/cuda_status.h"
+#include "base/status_macros.h"
 #include "service/transport/copy_batch_kernel.h"
 
 namespace leapcache::transport {
@@ -21,10 +22,6 @@ struct IpcKey {
   cudaIpcMemHandle_t handle;
   uint64_t offset;
 };
-
-absl::Status CudaError(cudaError_t e, const std::string& what) {
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
 
 class CudaIpcRegistration final : public Registration {
  public:
@@ -71,7 +68,7 @@ class CudaIpcConnection final : public PeerConnection {
     std::memcpy(&key, d.key.data(), sizeof(key));
     // Mapped in the service's device's context, where its device-memory ops run.
     if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
-      return CudaError(e, "cudaSetDevice");
+      return LC_CUDA_STATUS(e, "cudaSetDevice");
     }
     void* base = nullptr;
     if (cudaError_t e = cudaIpcOpenMemHandle(&base, key.handle, cudaIpcMemLazyEnablePeerAccess);
@@ -89,7 +86,7 @@ class CudaIpcConnection final : public PeerConnection {
     auto& r = static_cast<CudaIpcRegion&>(region);
     LC_RETURN_IF_ERROR(ValidateTransfers(r.descriptor(), ops, /*takes_device_memory=*/true));
     if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
-      return CudaError(e, "cudaSetDevice");
+      return LC_CUDA_STATUS(e, "cudaSetDevice");
     }
     LC_RETURN_IF_ERROR(CopyDeviceOps(r, ops, deadline));
     for (const TransferOp& op : ops) {
@@ -213,7 +210,7 @@ absl::StatusOr<std::unique_ptr<Registration>> ExportCudaIpc(void* ptr, size_t by
   IpcKey key{};
   if (cudaError_t e = cudaIpcGetMemHandle(&key.handle, reinterpret_cast<void*>(base));
       e != cudaSuccess) {
-    return CudaError(e, "cudaIpcGetMemHandle");
+    return LC_CUDA_STATUS(e, "cudaIpcGetMemHandle");
   }
   key.offset = offset;
   BufferDescriptor d;

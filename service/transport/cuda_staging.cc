@@ -3,16 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/cuda_status.h"
 
 namespace leapcache::transport {
-namespace {
-
-absl::Status CudaError(cudaError_t e, const char* what) {
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-
-}  // namespace
-
 absl::StatusOr<int> DeviceOfPointer(const void* ptr) {
   cudaPointerAttributes attr{};
   if (cudaError_t e = cudaPointerGetAttributes(&attr, ptr); e != cudaSuccess) {
@@ -64,14 +57,14 @@ PinnedHostBuffer::~PinnedHostBuffer() { cudaFreeHost(data_); }
 
 absl::Status CopyDeviceToHost(void* host, const void* device, size_t bytes) {
   if (cudaError_t e = cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost); e != cudaSuccess) {
-    return CudaError(e, "cudaMemcpy device to host");
+    return LC_CUDA_STATUS(e, "cudaMemcpy device to host");
   }
   return absl::OkStatus();
 }
 
 absl::Status CopyHostToDevice(void* device, const void* host, size_t bytes) {
   if (cudaError_t e = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice); e != cudaSuccess) {
-    return CudaError(e, "cudaMemcpy host to device");
+    return LC_CUDA_STATUS(e, "cudaMemcpy host to device");
   }
   return absl::OkStatus();
 }

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 
 namespace leapcache::transport {
 

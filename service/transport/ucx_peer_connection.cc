@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/core/status_util.h"
+#include "base/status_macros.h"
 #include "service/transport/ucx_target_worker.h"
 #include "service/transport/ucx_wire_check.h"
 

@@ -274,7 +274,7 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
-// The SHA-256 block-hash chain of `tokens` (service/core/block_hash.h): one hash per full block
+// The SHA-256 block-hash chain of `tokens` (base/block_hash.h): one hash per full block
 // of `block_tokens` tokens, each chained to its parent, salted with `extras`. INVALID_ARGUMENT
 // for a block size outside [1, 65536], more than 65,536 blocks or extras over 4 KiB.
 absl::StatusOr<std::vector<BlockHash>> ChainHashes(std::span<const uint32_t> tokens,

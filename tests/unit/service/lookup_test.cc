@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "service/core/block_hash.h"
+#include "base/block_hash.h"
 #include "test_util.h"
 
 namespace leapcache::core {
@@ -16,7 +16,7 @@ using namespace leapcache::core::testing;  // NOLINT
 constexpr int64_t kBlock = 4;  // tokens per block
 
 std::vector<BlockHash> Chain(std::vector<uint32_t> tokens, std::span<const uint8_t> extras = {}) {
-  absl::StatusOr<std::vector<BlockHash>> c = ChainHashes(tokens, kBlock, extras);
+  absl::StatusOr<std::vector<BlockHash>> c = base::ChainHashes(tokens, kBlock, extras);
   EXPECT_TRUE(c.ok());
   return *c;
 }

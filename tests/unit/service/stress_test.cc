@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "service/core/block_hash.h"
+#include "base/block_hash.h"
 #include "test_util.h"
 
 namespace leapcache::core {
@@ -168,7 +168,7 @@ class Workload {
       std::vector<uint32_t> tokens(kDepth * kBlock);
       for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i + 1);
       tokens[kSharedBlocks * kBlock] = 1000 + c;  // chains share their first blocks
-      s.chains.push_back(*ChainHashes(tokens, kBlock, extras));
+      s.chains.push_back(*base::ChainHashes(tokens, kBlock, extras));
       for (int d = 0; d < kDepth; ++d) {
         // One key, one content: a shared block's checkpoint is chain 0's.
         const int owner = d < kSharedBlocks ? 0 : c;

@@ -6,7 +6,8 @@
 // These guards behave exactly like absl::MutexLock / absl::ReaderMutexLock and, in TSan builds
 // only, also tell TSan about the lock through its public mutex annotation API, so guarded data is
 // race-free to TSan and real races (e.g. a write under a reader lock) are still reported.
-// The core uses only these guards on its mutexes; with an instrumented Abseil they are harmless.
+// The cache core uses only these guards on its mutexes; with an instrumented Abseil they are
+// harmless.
 //
 // Thread-safety annotations are those of absl::MutexLock, so clang's -Wthread-safety checks them.
 #pragma once
@@ -19,7 +20,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-namespace leapcache::core {
+namespace leapcache::base {
 
 namespace lock_internal {
 #if defined(ABSL_HAVE_THREAD_SANITIZER)
@@ -77,4 +78,4 @@ class ABSL_SCOPED_LOCKABLE ReaderLock {
   absl::Mutex* const mu_;
 };
 
-}  // namespace leapcache::core
+}  // namespace leapcache::base

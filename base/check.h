@@ -1,6 +1,6 @@
 // LC_CHECK: aborts on a broken programmer contract (a REQUIRES: violated by the caller, an
 // internal invariant), never on request data, which gets an absl::Status instead. Abseil 20220623
-// has no public CHECK (no absl/log) and the core does not pull in glog for one macro.
+// has no public CHECK (no absl/log) and nothing here pulls in glog for one macro.
 #pragma once
 
 #include <cstdio>

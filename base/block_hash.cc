@@ -1,4 +1,4 @@
-#include "service/core/block_hash.h"
+#include "base/block_hash.h"
 
 #include <openssl/evp.h>
 
@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/check.h"
+#include "base/check.h"
 
-namespace leapcache::core {
+namespace leapcache::base {
 namespace {
 
 struct MdCtxDeleter {
@@ -100,4 +100,4 @@ std::string HashToHex(const BlockHash& hash) {
   return s;
 }
 
-}  // namespace leapcache::core
+}  // namespace leapcache::base

@@ -1,10 +1,11 @@
-#include "service/core/status_util.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
 
 #include <gtest/gtest.h>
 
 #include "absl/status/statusor.h"
 
-namespace leapcache::core {
+namespace leapcache::base {
 namespace {
 
 TEST(StatusUtilTest, ConvertsCodeAndMessage) {
@@ -40,4 +41,4 @@ TEST(StatusUtilTest, MacrosPropagate) {
 }
 
 }  // namespace
-}  // namespace leapcache::core
+}  // namespace leapcache::base

@@ -1,4 +1,4 @@
-#include "service/core/block_hash.h"
+#include "base/block_hash.h"
 
 #include <gtest/gtest.h>
 #include <openssl/sha.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace leapcache::core {
+namespace leapcache::base {
 namespace {
 
 // SHA-256 computed here with OpenSSL's one-shot API, independently of block_hash.cc.
@@ -129,4 +129,4 @@ TEST(BlockHashTest, HexIsLowercaseAndFull) {
 }
 
 }  // namespace
-}  // namespace leapcache::core
+}  // namespace leapcache::base

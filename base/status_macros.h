@@ -1,19 +1,9 @@
-// Status helpers of the cache core: the one conversion from the format library's
-// leapcache::Status to absl::Status, and the two propagation macros Abseil 20220623 lacks.
-//
-// gpu/ cannot depend on Abseil, so it has its own Status whose codes are numbered like
-// absl::StatusCode; FromFormatStatus is the only place that crosses the two.
+// The two status propagation macros Abseil 20220623 lacks, for every library above gpu/.
 #pragma once
 
+#include <utility>
+
 #include "absl/status/status.h"
-#include "gpu/status.h"
-
-namespace leapcache::core {
-
-// Same code, same message. An OK status converts to absl::OkStatus().
-absl::Status FromFormatStatus(const leapcache::Status& status);
-
-}  // namespace leapcache::core
 
 #define LC_CONCAT_INNER_(a, b) a##b
 #define LC_CONCAT_(a, b) LC_CONCAT_INNER_(a, b)

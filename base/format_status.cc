@@ -1,6 +1,6 @@
-#include "service/core/status_util.h"
+#include "base/format_status.h"
 
-namespace leapcache::core {
+namespace leapcache::base {
 
 absl::Status FromFormatStatus(const leapcache::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -23,4 +23,4 @@ LC_SAME_CODE_(kInternal, kInternal);
 LC_SAME_CODE_(kDataLoss, kDataLoss);
 #undef LC_SAME_CODE_
 
-}  // namespace leapcache::core
+}  // namespace leapcache::base

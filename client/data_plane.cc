@@ -7,9 +7,11 @@
 #include <cstring>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -17,46 +19,26 @@
 #include "client/grpc_status_conversion.h"
 #include "client/wire_convert.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
-#include "service/transport/transport.h"
-
-#ifdef LEAPCACHE_TRANSPORT_UCX
-#include "service/transport/ucx_context.h"
-#include "service/transport/ucx_target_worker.h"
-#endif
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-#include "service/transport/cuda_ipc.h"
-#include "service/transport/cuda_staging.h"
-#include "service/transport/device_crc32c.h"
-#endif
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-#include <cuda_runtime_api.h>
-
-#include "service/transport/nccl_link.h"
-#endif
+#include "base/status_macros.h"
+#include "transport/backend.h"
+#include "transport/device/device_crc32c.h"
+#include "transport/device/device_memory.h"
 
 namespace leapcache::client {
 namespace {
 
-// A buffer the engine registered: where its bytes are, and what the service reaches instead
-// when the transport cannot touch device memory (the pinned staging buffer).
+// A buffer the engine registered: where its bytes are, and its registration with the session's
+// backend (which says where the service's transfers land: the buffer, or its staging buffer).
 struct LocalBuffer {
   uint8_t* ptr = nullptr;
   size_t bytes = 0;
   MemoryKind memory = MemoryKind::kHost;
-  uint64_t remote_id = 0;  // the service's buffer id; 0 on inline
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-  std::unique_ptr<transport::PinnedHostBuffer> staging;  // declared first: outlives registration
-#endif
-  std::unique_ptr<transport::Registration> registration;
+  uint64_t remote_id = 0;  // the service's buffer id; 0 in band
+  std::unique_ptr<transport::EngineBuffer> registered;
 
   // The memory the service's transfers touch.
-  uint8_t* transfer_base() const {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-    if (staging != nullptr) return static_cast<uint8_t*>(staging->data());
-#endif
-    return ptr;
-  }
-  bool staged() const { return transfer_base() != ptr; }
+  uint8_t* transfer_base() const { return registered->transfer_base(); }
+  bool staged() const { return registered->staged(); }
 };
 
 absl::Status CheckRange(const LocalBuffer& b, uint64_t offset, uint64_t bytes, const char* what) {
@@ -72,11 +54,7 @@ absl::Status CopyIntoBuffer(const LocalBuffer& b, uint64_t offset, const uint8_t
     std::memcpy(b.ptr + offset, src, n);
     return absl::OkStatus();
   }
-#ifdef LEAPCACHE_TRANSPORT_CUDA
   return transport::CopyHostToDevice(b.ptr + offset, src, n);
-#else
-  return absl::FailedPreconditionError("built without CUDA");
-#endif
 }
 
 absl::StatusOr<TransferredCheckpoint> FromHeader(const v1::GetHeader& h) {
@@ -115,16 +93,10 @@ struct AttachedEngine::Impl {
   uint64_t session_id = 0;
   Transport transport = Transport::kInline;
   absl::Duration session_ttl;
-#ifdef LEAPCACHE_TRANSPORT_UCX
-  // Declared before `buffers`: registrations go first, then the worker, then the context.
-  std::unique_ptr<transport::UcxContext> ucx;
-  std::unique_ptr<transport::UcxTargetWorker> ucx_worker;
-#endif
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-  // The engine's rank of the session's communicator (NCCL sessions), on `cuda_device`.
-  std::unique_ptr<transport::NcclLink> nccl;
-#endif
-  int cuda_device = -1;
+  // The chosen backend's row and the engine's side of it. Declared before `buffers`: the
+  // registrations go first, then the backend's link.
+  const transport::Backend* backend = nullptr;
+  std::unique_ptr<transport::EngineBackend> link;
   absl::Mutex mu;  // serializes calls (the service runs one per session)
   absl::flat_hash_map<BufferId, std::unique_ptr<LocalBuffer>> buffers ABSL_GUARDED_BY(mu);
   BufferId next_buffer ABSL_GUARDED_BY(mu) = 1;
@@ -132,17 +104,14 @@ struct AttachedEngine::Impl {
   absl::Notification stop_keepalive;
   std::thread keepalive;
 
-  // Runs a transfer RPC with the UCX worker polling busily meanwhile (the service is moving
-  // bytes through it).
-  template <typename F>
-  grpc::Status RunTransfer(F call) {
-#ifdef LEAPCACHE_TRANSPORT_UCX
-    if (ucx_worker != nullptr) {
-      transport::UcxTargetWorker::Busy busy(ucx_worker.get());
-      return call();
-    }
-#endif
-    return call();
+  // Runs a transfer RPC during which the service moves bytes over the link.
+  grpc::Status RunTransfer(absl::FunctionRef<grpc::Status()> call) {
+    grpc::Status rpc;
+    link->During([&] {
+       rpc = call();
+       return absl::OkStatus();
+     }).IgnoreError();
+    return rpc;
   }
   // Sends a registration's descriptor to the service; the service's buffer id.
   absl::StatusOr<uint64_t> RegisterRemote(const transport::BufferDescriptor& d) {
@@ -164,6 +133,18 @@ struct AttachedEngine::Impl {
   void Deadline(grpc::ClientContext* c, absl::Duration d) const {
     c->set_deadline(DeadlineAfter(d));
   }
+  // After a call the service may have failed before matching a two-sided post: wait briefly.
+  absl::Time WaitDeadline(bool call_ok, absl::Time deadline) const {
+    return call_ok ? deadline : std::min(deadline, absl::Now() + absl::Seconds(2));
+  }
+  void DetachRemote() {
+    v1::DetachRequest q;
+    q.set_session_id(session_id);
+    v1::DetachResponse r;
+    grpc::ClientContext c;
+    Deadline(&c, options.rpc_timeout);
+    stub->Detach(&c, q, &r);
+  }
   void KeepaliveLoop() {
     while (!stop_keepalive.WaitForNotificationWithTimeout(session_ttl / 3)) {
       v1::KeepaliveRequest q;
@@ -181,11 +162,8 @@ struct AttachedEngine::Impl {
   }
   absl::Status CheckAttached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (detached) return absl::FailedPreconditionError("the engine has detached");
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-    // An aborted link cannot match the service's transfers any more: the session is over.
-    if (nccl != nullptr) return nccl->health();
-#endif
-    return absl::OkStatus();
+    // A broken link (an aborted NCCL communicator) cannot carry transfers: the session is over.
+    return link->health();
   }
   absl::StatusOr<LocalBuffer*> Find(BufferId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto it = buffers.find(id);
@@ -214,12 +192,8 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->session_ttl = attach.session_ttl;
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
-  if (!client.ok()) return client.status();
-  impl->client = std::move(client).value();
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = ConnectChannel(options);
-  if (!channel.ok()) return channel.status();
-  impl->channel = std::move(channel).value();
+  LC_ASSIGN_OR_RETURN(impl->client, Client::Create(options));
+  LC_ASSIGN_OR_RETURN(impl->channel, ConnectChannel(options));
   impl->stub = v1::DataPlane::NewStub(impl->channel);
 
   v1::AttachRequest q;
@@ -229,69 +203,33 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
   id->set_pid(identity.pid != 0 ? identity.pid : static_cast<uint32_t>(getpid()));
   id->set_gpu_uuid(identity.gpu_uuid);
   id->set_gpu_index(identity.gpu_index);
-  const bool offers_nccl = std::find(attach.transports.begin(), attach.transports.end(),
-                                     Transport::kNccl) != attach.transports.end();
-  if (offers_nccl) {
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-    // NCCL needs the engine's GPU, named by UUID so the service can tell it from its own.
-    impl->cuda_device = identity.gpu_index;
-    if (impl->cuda_device < 0 && cudaGetDevice(&impl->cuda_device) != cudaSuccess) {
-      return absl::FailedPreconditionError("NCCL offered, but this process has no CUDA device");
-    }
-    absl::StatusOr<std::string> uuid = transport::CudaDeviceUuid(impl->cuda_device);
-    if (!uuid.ok()) return uuid.status();
-    if (!identity.gpu_uuid.empty() && identity.gpu_uuid != *uuid) {
-      return absl::InvalidArgumentError(absl::StrCat("identity.gpu_uuid ", identity.gpu_uuid,
-                                                     " is not CUDA device ", impl->cuda_device,
-                                                     "'s (", *uuid, ")"));
-    }
-    id->set_gpu_uuid(*uuid);
-    id->set_gpu_index(impl->cuda_device);
-#else
-    return absl::FailedPreconditionError("this client library was built without NCCL");
-#endif
-  }
   q.set_session_ttl_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(attach.session_ttl)));
+  // The engine's side of every offered backend; the one the service chooses stays.
+  const transport::EngineSettings settings{attach.ucx_transports, identity.gpu_index,
+                                           identity.gpu_uuid};
+  std::vector<std::unique_ptr<transport::EngineBackend>> offered;
   for (Transport t : attach.transports) {
-    if (t == Transport::kInline) {
-      q.add_offers()->set_kind(v1::TRANSPORT_KIND_INLINE);
-    } else if (t == Transport::kUcx) {
-#ifdef LEAPCACHE_TRANSPORT_UCX
-      bool cuda = false;
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-      cuda = transport::CudaDeviceAvailable();
-#endif
-      absl::StatusOr<std::unique_ptr<transport::UcxContext>> ucx =
-          transport::UcxContext::Create({attach.ucx_transports, cuda});
-      if (!ucx.ok()) return ucx.status();
-      impl->ucx = std::move(ucx).value();
-      absl::StatusOr<std::unique_ptr<transport::UcxTargetWorker>> worker =
-          transport::UcxTargetWorker::Create(impl->ucx.get());
-      if (!worker.ok()) return worker.status();
-      impl->ucx_worker = std::move(worker).value();
-      v1::TransportOffer* offer = q.add_offers();
-      offer->set_kind(v1::TRANSPORT_KIND_UCX);
-      offer->set_connection_info(impl->ucx_worker->address());
-      offer->set_cuda_memory(impl->ucx->capabilities().cuda != transport::CudaAccess::kNone);
-#else
-      return absl::FailedPreconditionError("this client library was built without UCX");
-#endif
-    } else if (t == Transport::kCudaIpc) {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-      v1::TransportOffer* offer = q.add_offers();
-      offer->set_kind(v1::TRANSPORT_KIND_CUDA_IPC);
-      offer->set_cuda_memory(transport::CudaDeviceAvailable());
-#else
-      return absl::FailedPreconditionError("this client library was built without CUDA");
-#endif
-    } else if (t == Transport::kNccl) {
-      v1::TransportOffer* offer = q.add_offers();  // built with NCCL: checked above
-      offer->set_kind(v1::TRANSPORT_KIND_NCCL);
-      offer->set_cuda_memory(true);
-    } else {
+    const auto kind = static_cast<transport::TransportKind>(static_cast<int>(t));
+    const transport::Backend* b = transport::FindBackend(kind);
+    if (b == nullptr && transport::TransportName(kind) == "unknown") {
       return absl::InvalidArgumentError(
           absl::StrCat("transport ", static_cast<int>(t), " is unknown"));
     }
+    if (b == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this client library was built without ", transport::TransportName(kind)));
+    }
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<transport::EngineBackend> e, b->make_engine(settings));
+    // A backend that needs the engine's GPU named (NCCL) names it in the identity.
+    if (std::optional<std::string> uuid = e->gpu_uuid(); uuid.has_value()) {
+      id->set_gpu_uuid(*uuid);
+      id->set_gpu_index(e->gpu_index());
+    }
+    v1::TransportOffer* offer = q.add_offers();
+    offer->set_kind(static_cast<v1::TransportKind>(static_cast<int>(kind)));
+    if (std::string info = e->connection_info(); !info.empty()) offer->set_connection_info(info);
+    offer->set_cuda_memory(e->cuda_memory());
+    offered.push_back(std::move(e));
   }
   v1::AttachResponse r;
   grpc::ClientContext c;
@@ -299,32 +237,25 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
   if (grpc::Status st = impl->stub->Attach(&c, q, &r); !st.ok()) return FromGrpcStatus(st);
   impl->session_id = r.session_id();
   impl->transport = static_cast<Transport>(static_cast<int>(r.transport()));
-  if (impl->transport != Transport::kUcx) {
-#ifdef LEAPCACHE_TRANSPORT_UCX
-    impl->ucx_worker.reset();  // not chosen: no worker to keep progressing
-    impl->ucx.reset();
-#endif
+  const auto chosen = static_cast<transport::TransportKind>(static_cast<int>(r.transport()));
+  for (std::unique_ptr<transport::EngineBackend>& e : offered) {
+    if (e->kind() == chosen && impl->link == nullptr) impl->link = std::move(e);
   }
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-  if (impl->transport == Transport::kNccl) {
-    // Join the communicator the service started; a failure ends the session at once.
-    absl::StatusOr<std::unique_ptr<transport::NcclLink>> link = transport::NcclLink::Start(
-        r.connection_info(), transport::NcclLink::kEngineRank, impl->cuda_device, 0);
-    absl::Status joined = link.status();
-    if (joined.ok()) joined = (*link)->WaitReady(absl::Now() + options.rpc_timeout);
-    if (!joined.ok()) {
-      v1::DetachRequest dq;
-      dq.set_session_id(impl->session_id);
-      v1::DetachResponse dr;
-      grpc::ClientContext dc;
-      impl->Deadline(&dc, options.rpc_timeout);
-      impl->stub->Detach(&dc, dq, &dr);
-      return absl::UnavailableError(
-          absl::StrCat("joining the service's NCCL communicator: ", joined.message()));
-    }
-    impl->nccl = std::move(link).value();
+  offered.clear();  // not chosen: nothing of theirs may keep running
+  if (impl->link == nullptr) {
+    impl->DetachRemote();
+    return absl::InternalError(absl::StrCat("the service chose transport ",
+                                            transport::TransportName(chosen),
+                                            ", which was not offered"));
   }
-#endif
+  impl->backend = transport::FindBackend(chosen);
+  // Complete the link the service started; a failure ends the session at once.
+  if (absl::Status joined =
+          impl->link->Join(r.connection_info(), absl::Now() + options.rpc_timeout);
+      !joined.ok()) {
+    impl->DetachRemote();
+    return joined;
+  }
   Impl* raw = impl.get();
   impl->keepalive = std::thread([raw] { raw->KeepaliveLoop(); });
   return std::unique_ptr<AttachedEngine>(new AttachedEngine(std::move(impl)));
@@ -342,11 +273,9 @@ absl::Status AttachedEngine::Detach() {
   grpc::ClientContext c;
   m.Deadline(&c, m.options.rpc_timeout);
   const grpc::Status st = m.stub->Detach(&c, q, &r);
-  // The service no longer reaches the buffers: unregister them locally.
+  // The service no longer reaches the buffers: unregister them locally, then end the link.
   m.buffers.clear();
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-  m.nccl.reset();
-#endif
+  m.link.reset();
   return FromGrpcStatus(st);
 }
 
@@ -364,77 +293,13 @@ absl::StatusOr<BufferId> AttachedEngine::RegisterBuffer(void* ptr, size_t bytes,
   b->ptr = static_cast<uint8_t*>(ptr);
   b->bytes = bytes;
   b->memory = memory;
-  if (memory == MemoryKind::kCuda) {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-    if (absl::Status st = transport::CheckDevicePointer(ptr); !st.ok()) return st;
-#else
-    return absl::FailedPreconditionError("this client library was built without CUDA");
-#endif
-  }
-  if (m.transport == Transport::kUcx) {
-#ifdef LEAPCACHE_TRANSPORT_UCX
-    void* target = ptr;
-    transport::MemoryKind target_kind =
-        memory == MemoryKind::kCuda ? transport::MemoryKind::kCuda : transport::MemoryKind::kHost;
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-    if (memory == MemoryKind::kCuda && !m.ucx->cuda_direct()) {
-      absl::StatusOr<std::unique_ptr<transport::PinnedHostBuffer>> staging =
-          transport::PinnedHostBuffer::Allocate(bytes);
-      if (!staging.ok()) return staging.status();
-      b->staging = std::move(staging).value();
-      target = b->staging->data();
-      target_kind = transport::MemoryKind::kHost;
-    }
-#endif
-    absl::StatusOr<std::unique_ptr<transport::Registration>> reg =
-        m.ucx->Register(target, bytes, target_kind);
-    if (!reg.ok()) return reg.status();
-    b->registration = std::move(reg).value();
-    absl::StatusOr<uint64_t> remote = m.RegisterRemote(b->registration->descriptor());
-    if (!remote.ok()) return remote.status();
-    b->remote_id = *remote;
-#endif
-  }
-  if (m.transport == Transport::kNccl) {
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-    if (memory != MemoryKind::kCuda) {
-      return absl::FailedPreconditionError(
-          "an nccl session moves device memory only; attach with ucx for host buffers");
-    }
-    absl::StatusOr<int> device = transport::DeviceOfPointer(ptr);
-    if (!device.ok()) return device.status();
-    if (*device != m.cuda_device) {
-      return absl::InvalidArgumentError(absl::StrCat("buffer is on CUDA device ", *device,
-                                                     ", the session's NCCL link on ",
-                                                     m.cuda_device));
-    }
-    transport::BufferDescriptor d;
-    d.transport = transport::TransportKind::kNccl;
-    d.memory = transport::MemoryKind::kCuda;
-    d.address = reinterpret_cast<uint64_t>(ptr);
-    d.bytes = bytes;
-    absl::StatusOr<uint64_t> remote = m.RegisterRemote(d);
-    if (!remote.ok()) return remote.status();
-    b->remote_id = *remote;
-#endif
-  }
-  if (m.transport == Transport::kCudaIpc) {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-    if (memory != MemoryKind::kCuda) {
-      return absl::FailedPreconditionError(
-          "a cuda_ipc session moves device memory only; attach with ucx for host buffers");
-    }
-    absl::StatusOr<std::unique_ptr<transport::Registration>> reg =
-        transport::ExportCudaIpc(ptr, bytes);
-    if (!reg.ok()) return reg.status();
-    b->registration = std::move(reg).value();
-    if (absl::StatusOr<uint64_t> remote = m.RegisterRemote(b->registration->descriptor());
-        remote.ok()) {
-      b->remote_id = *remote;
-    } else {
-      return remote.status();
-    }
-#endif
+  if (memory == MemoryKind::kCuda) LC_RETURN_IF_ERROR(transport::CheckDevicePointer(ptr));
+  LC_ASSIGN_OR_RETURN(b->registered,
+                      m.link->Register(ptr, bytes,
+                                       memory == MemoryKind::kCuda ? transport::MemoryKind::kCuda
+                                                                   : transport::MemoryKind::kHost));
+  if (std::optional<transport::BufferDescriptor> d = b->registered->descriptor(); d.has_value()) {
+    LC_ASSIGN_OR_RETURN(b->remote_id, m.RegisterRemote(*d));
   }
   const BufferId id = m.next_buffer++;
   m.buffers[id] = std::move(b);
@@ -470,7 +335,7 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   if (!found.ok()) return found.status();
   const LocalBuffer& b = **found;
 
-  if (m.transport == Transport::kInline) {
+  if (m.backend->in_band) {
     absl::StatusOr<Checkpoint> got = m.client->Get(request);
     if (!got.ok()) return got.status();
     if (absl::Status st = CheckRange(b, offset, got->bytes.size(), "the checkpoint at offset");
@@ -523,28 +388,22 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   if (absl::Status st = CheckRange(b, offset, out->total_bytes, "the service's write"); !st.ok()) {
     return absl::DataLossError(st.message());
   }
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-  if (m.nccl != nullptr && out->total_bytes > 0) {
-    // The service posted the checkpoint as one send before answering: receive it now.
+  if (out->total_bytes > 0) {
+    // A two-sided backend: the service posted the checkpoint as one send before answering, so
+    // receive it now (one-sided backends have it already).
     const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
-    absl::Status st = m.nccl->PostRecv(b.ptr + offset, out->total_bytes, deadline);
-    if (st.ok()) st = m.nccl->Wait(deadline);
-    if (!st.ok()) return st;
+    LC_RETURN_IF_ERROR(
+        m.link->Post({}, std::span<uint8_t>(b.ptr + offset, out->total_bytes), deadline));
+    LC_RETURN_IF_ERROR(m.link->Wait(deadline));
   }
-#endif
   // The bytes as they landed: in host memory, or device memory the service wrote directly (CUDA
   // IPC, NCCL, UCX with CUDA support), checked where it is.
   const uint8_t* landed = b.transfer_base() + offset;
-  bool on_device = false;
-#ifdef LEAPCACHE_TRANSPORT_CUDA
   if (b.memory == MemoryKind::kCuda && !b.staged()) {
-    absl::StatusOr<uint32_t> crc = transport::DeviceCrc32c(landed, out->total_bytes);
-    if (!crc.ok()) return crc.status();
-    out->crc32c = *crc;
-    on_device = true;
+    LC_ASSIGN_OR_RETURN(out->crc32c, transport::DeviceCrc32c(landed, out->total_bytes));
+  } else {
+    out->crc32c = Crc32c({landed, out->total_bytes});
   }
-#endif
-  if (!on_device) out->crc32c = Crc32c({landed, out->total_bytes});
   if (out->crc32c != r.crc32c()) {
     return absl::DataLossError(absl::StrCat("the bytes that landed have CRC-32C ", out->crc32c,
                                             ", the service sent ", r.crc32c()));
@@ -566,11 +425,11 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   const LocalBuffer& b = **found;
   if (absl::Status st = CheckRange(b, offset, length, "offset + length"); !st.ok()) return st;
 
-  // The bytes as host memory: the buffer itself, its staging buffer, or (inline, CUDA) a copy.
+  // The bytes as host memory: the buffer itself, its staging buffer, or (device memory the
+  // backend reaches itself, or in band) a copy for the checksum.
   std::vector<uint8_t> host_copy;
   const uint8_t* bytes = b.transfer_base() + offset;
   if (b.memory == MemoryKind::kCuda) {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
     uint8_t* dst = b.staged() ? b.transfer_base() + offset : nullptr;
     if (dst == nullptr) {
       host_copy.resize(length);
@@ -580,13 +439,10 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
       return st;
     }
     bytes = dst;
-#else
-    return absl::FailedPreconditionError("this client library was built without CUDA");
-#endif
   }
   const std::span<const uint8_t> data(bytes, length);
 
-  if (m.transport == Transport::kInline) {
+  if (m.backend->in_band) {
     return dense.has_value() ? m.client->PutDense(target, *dense, data)
                              : m.client->PutCompact(target, data);
   }
@@ -612,22 +468,17 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   v1::TransferPutResponse r;
   grpc::ClientContext c;
   m.Deadline(&c, m.options.transfer_timeout);
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-  if (m.nccl != nullptr) {
-    // Posted before the call: the service receives the bytes first, whatever it then decides.
-    const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
-    if (absl::Status st = m.nccl->PostSend(b.ptr + offset, length, deadline); !st.ok()) return st;
-    const grpc::Status put = m.stub->TransferPut(&c, q, &r);
-    // The service answers only after its receive completed, so the send completes at once; if it
-    // failed before receiving (an ended session), the link cannot be matched any more and the
-    // wait aborts it.
-    const absl::Status sent =
-        m.nccl->Wait(put.ok() ? deadline : std::min(deadline, absl::Now() + absl::Seconds(2)));
-    if (!put.ok()) return FromGrpcStatus(put);
-    return sent;
-  }
-#endif
-  return FromGrpcStatus(m.RunTransfer([&] { return m.stub->TransferPut(&c, q, &r); }));
+  // A two-sided backend posts its send before the call: the service receives the bytes first,
+  // whatever it then decides.
+  const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
+  LC_RETURN_IF_ERROR(m.link->Post({b.ptr + offset, length}, {}, deadline));
+  const grpc::Status put = m.RunTransfer([&] { return m.stub->TransferPut(&c, q, &r); });
+  // The service answers only after its receive completed, so the send completes at once; if it
+  // failed before receiving (an ended session), the post cannot be matched any more and the
+  // wait aborts the link.
+  const absl::Status sent = m.link->Wait(m.WaitDeadline(put.ok(), deadline));
+  if (!put.ok()) return FromGrpcStatus(put);
+  return sent;
 }
 
 absl::Status AttachedEngine::RunStepTransfer(
@@ -640,7 +491,7 @@ absl::Status AttachedEngine::RunStepTransfer(
   absl::StatusOr<LocalBuffer*> found = m.Find(buffer);
   if (!found.ok()) return found.status();
   const LocalBuffer& b = **found;
-  if (m.transport == Transport::kInline) {
+  if (m.backend->in_band) {
     return absl::FailedPreconditionError(
         "the engine's data plane is inline: step with DecodeSession::Step");
   }
@@ -648,39 +499,24 @@ absl::Status AttachedEngine::RunStepTransfer(
     return st;
   }
   if (absl::Status st = CheckRange(b, out_offset, out_bytes, "the step's o"); !st.ok()) return st;
-#ifdef LEAPCACHE_TRANSPORT_NCCL
-  if (m.nccl != nullptr) {
-    // Both posted before the call, in the order the service takes them.
-    const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
-    if (absl::Status st = m.nccl->PostSendRecv(b.ptr + in_offset, in_bytes, b.ptr + out_offset,
-                                               out_bytes, deadline);
-        !st.ok()) {
-      return st;
-    }
-    const absl::Status stepped = call(m.session_id, b.remote_id);
-    // The service writes o whenever it read the inputs; if it failed before, nothing matches
-    // and the wait aborts the link (as for a put).
-    const absl::Status moved =
-        m.nccl->Wait(stepped.ok() ? deadline : std::min(deadline, absl::Now() + absl::Seconds(2)));
-    if (!stepped.ok()) return stepped;
-    return moved;
-  }
-#endif
   if (b.staged()) {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
-    if (absl::Status st = transport::CopyDeviceToHost(b.transfer_base() + in_offset,
-                                                      b.ptr + in_offset, in_bytes);
-        !st.ok()) {
-      return st;
-    }
-#endif
+    LC_RETURN_IF_ERROR(
+        transport::CopyDeviceToHost(b.transfer_base() + in_offset, b.ptr + in_offset, in_bytes));
   }
+  // A two-sided backend posts both before the call, in the order the service takes them.
+  const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
+  LC_RETURN_IF_ERROR(m.link->Post({b.ptr + in_offset, in_bytes}, {b.ptr + out_offset, out_bytes},
+                                  deadline));
   absl::Status stepped;
   m.RunTransfer([&] {
     stepped = call(m.session_id, b.remote_id);
     return grpc::Status::OK;
   });
+  // The service writes o whenever it read the inputs; if it failed before, nothing matches and
+  // the wait aborts the link (as for a put).
+  const absl::Status moved = m.link->Wait(m.WaitDeadline(stepped.ok(), deadline));
   if (!stepped.ok()) return stepped;
+  LC_RETURN_IF_ERROR(moved);
   if (b.staged()) {
     return CopyIntoBuffer(b, out_offset, b.transfer_base() + out_offset, out_bytes);
   }

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "service/transport/ucx_wire_check.h"
+#include "transport/ucx/ucx_wire_check.h"
 
 #ifdef LEAPCACHE_TRANSPORT_UCX
 #include <sanitizer/lsan_interface.h>
 
-#include "service/transport/ucx_context.h"
-#include "service/transport/ucx_peer_connection.h"
-#include "service/transport/ucx_target_worker.h"
+#include "transport/ucx/ucx_context.h"
+#include "transport/ucx/ucx_peer_connection.h"
+#include "transport/ucx/ucx_target_worker.h"
 #endif
 
 namespace {

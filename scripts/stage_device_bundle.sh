@@ -25,7 +25,7 @@ binaries=(
   tests/gpu/transport/transport_gpu_test
   service/bench/leapcache-decode-bench
   service/bench/leapcache-service-bench
-  service/transport/leapcache-transfer-bench
+  service/bench/leapcache-transfer-bench
 )
 targets=()
 for b in "${binaries[@]}"; do targets+=("$(basename "$b")"); done

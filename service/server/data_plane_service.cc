@@ -89,7 +89,7 @@ bool ConnectionLost(const transport::PeerConnection& c, const absl::Status& st) 
 DataPlaneService::DataPlaneService(core::CheckpointStore* store, PutPipeline* puts,
                                    const DataPlaneOptions& options)
     : store_(store), puts_(puts), options_(options),
-      transports_(DataPlaneTransports::Create(options.ucx_transports, options.cuda_device)),
+      transports_(DataPlaneTransports::Create({options.ucx_transports, options.cuda_device})),
       sessions_(options.reap_interval) {}
 
 DataPlaneService::~DataPlaneService() = default;
@@ -140,7 +140,7 @@ grpc::Status DataPlaneService::Attach(grpc::ServerContext* context,
   if (request->offers().empty()) {
     return ToGrpcStatus(absl::InvalidArgumentError("offers is empty (offer at least inline)"));
   }
-  std::vector<TransportOfferInfo> offers;
+  std::vector<transport::Offer> offers;
   for (int i = 0; i < request->offers_size(); ++i) {
     const v1::TransportOffer& o = request->offers(i);
     absl::StatusOr<TransportKind> kind =
@@ -155,10 +155,12 @@ grpc::Status DataPlaneService::Attach(grpc::ServerContext* context,
         absl::StrCat("session_ttl_ms ", request->session_ttl_ms(), " is over the maximum ",
                      absl::ToInt64Milliseconds(options_.max_session_ttl))));
   }
-  absl::StatusOr<TransportOfferInfo> chosen = transports_->Choose(offers, id.host(), id.gpu_uuid());
+  const transport::PeerInfo peer =
+      transports_->Peer(id.host(), static_cast<pid_t>(id.pid()), id.gpu_uuid());
+  absl::StatusOr<transport::Offer> chosen = transports_->Choose(offers, peer);
   if (!chosen.ok()) return ToGrpcStatus(chosen.status());
   absl::StatusOr<std::unique_ptr<transport::PeerConnection>> connection =
-      transports_->Connect(*chosen, static_cast<pid_t>(id.pid()), id.host());
+      transports_->Connect(*chosen, peer);
   if (!connection.ok()) return ToGrpcStatus(connection.status());
   if (*connection != nullptr) response->set_connection_info((*connection)->connection_info());
 

@@ -1,15 +1,7 @@
-// DataPlaneTransports: the transports this service can run data-plane sessions over, the choice
-// among an engine's offers (data_plane.proto: cuda_ipc, nccl, ucx, inline, first available on
-// both sides), and connecting to the engine over the chosen one.
-//
-// Inline is always available. UCX is available when built (LEAPCACHE_TRANSPORT_UCX) and its
-// context initialises at start; otherwise ucx_status() says why. CUDA IPC is available when
-// built with CUDA (LEAPCACHE_TRANSPORT_CUDA) and a device is present at start, and is chosen
-// only for an engine on this host (its identity's host name is this machine's) that offers CUDA
-// memory. NCCL is available when built (LEAPCACHE_TRANSPORT_NCCL) and `cuda_device` exists at
-// start; it is chosen only for an engine that offers CUDA memory and names its GPU by UUID, on
-// another GPU than the service's (NCCL cannot put both ranks of a communicator on one GPU).
-// Thread-safe.
+// DataPlaneTransports: the service's side of every data-plane backend of this build
+// (transport/backend.h), made once at start, and the choice among an engine's offers: the first
+// backend in the table's order of preference that the engine offered, that is usable here and
+// that can serve this engine (data_plane.proto). Thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -17,52 +9,40 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "service/transport/transport.h"
+#include "transport/backend.h"
 
 namespace leapcache::server {
 
-struct TransportOfferInfo {
-  transport::TransportKind kind = transport::TransportKind::kInline;
-  std::string connection_info;
-  bool cuda_memory = false;
-};
-
 class DataPlaneTransports {
  public:
-  // `ucx_transports`: UCX_TLS for the service's context; empty for UCX's choice.
-  // `cuda_device`: the service's GPU for NCCL sessions.
-  static std::unique_ptr<DataPlaneTransports> Create(const std::string& ucx_transports,
-                                                     int cuda_device);
-  ~DataPlaneTransports();
+  static std::unique_ptr<DataPlaneTransports> Create(const transport::ServiceSettings& settings);
 
-  bool Available(transport::TransportKind kind) const;
+  // What the service knows of an engine that named `host` (its host name), `pid` and
+  // `gpu_uuid` (empty: none).
+  transport::PeerInfo Peer(const std::string& host, pid_t pid, const std::string& gpu_uuid) const;
+  // The memory the service reaches over `kind` ({} if unusable or not built).
   transport::Capabilities capabilities(transport::TransportKind kind) const;
-  // OK if UCX is usable, else why not.
-  const absl::Status& ucx_status() const { return ucx_status_; }
-
-  // The preferred offer both sides support for an engine on `engine_host` whose GPU is
-  // `engine_gpu_uuid` (empty: none named); FAILED_PRECONDITION if none.
-  absl::StatusOr<TransportOfferInfo> Choose(std::span<const TransportOfferInfo> offers,
-                                            const std::string& engine_host,
-                                            const std::string& engine_gpu_uuid) const;
-  // The service's connection to the engine process `engine_pid` on `engine_host` for `offer`
-  // (nullptr for inline). UNAVAILABLE if it cannot be made; INVALID_ARGUMENT for missing
-  // connection info.
+  // The preferred offer both sides support; FAILED_PRECONDITION naming every offer and why this
+  // service cannot take it if none.
+  absl::StatusOr<transport::Offer> Choose(std::span<const transport::Offer> offers,
+                                          const transport::PeerInfo& peer) const;
+  // The service's connection to the engine for the chosen offer (nullptr for in-band backends).
   absl::StatusOr<std::unique_ptr<transport::PeerConnection>> Connect(
-      const TransportOfferInfo& offer, pid_t engine_pid, const std::string& engine_host) const;
+      const transport::Offer& offer, const transport::PeerInfo& peer) const;
 
  private:
-  DataPlaneTransports();
-  struct Ucx;
-  std::unique_ptr<Ucx> ucx_;
-  absl::Status ucx_status_;
-  bool cuda_ipc_ = false;
-  bool nccl_ = false;
-  int cuda_device_ = 0;
-  std::string cuda_device_uuid_;  // of cuda_device_, where NCCL is available
-  std::string host_;  // this machine's host name
+  struct Entry {
+    const transport::Backend* backend;
+    std::unique_ptr<transport::ServiceBackend> service;  // null if it could not be made
+    absl::Status status;                                  // why not usable, if not
+  };
+  const Entry* Find(transport::TransportKind kind) const;
+
+  std::vector<Entry> entries_;  // in Backends() order
+  std::string host_;            // this machine's host name
 };
 
 }  // namespace leapcache::server

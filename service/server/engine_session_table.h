@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "service/transport/transport.h"
+#include "transport/transport.h"
 
 namespace leapcache::server {
 

@@ -15,8 +15,8 @@
 
 #include "leapcache/data_plane.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
-#include "service/transport/cuda_staging.h"
-#include "service/transport/nccl_link.h"
+#include "transport/device/device_memory.h"
+#include "transport/nccl/nccl_link.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/service_fixture.h"
 

@@ -10,8 +10,8 @@
 #include "tests/integration/service/service_fixture.h"
 
 #ifdef LEAPCACHE_TEST_UCX
-#include "service/transport/ucx_context.h"
-#include "service/transport/ucx_target_worker.h"
+#include "transport/ucx/ucx_context.h"
+#include "transport/ucx/ucx_target_worker.h"
 #endif
 
 namespace leapcache::testing {

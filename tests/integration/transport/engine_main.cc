@@ -22,8 +22,8 @@
 
 #include "leapcache/data_plane.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
-#include "service/transport/ucx_context.h"
-#include "service/transport/ucx_target_worker.h"
+#include "transport/ucx/ucx_context.h"
+#include "transport/ucx/ucx_target_worker.h"
 #include "tests/integration/service/checkpoint_data.h"
 
 namespace leapcache::testing {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "service/transport/nccl_link.h"
+#include "transport/nccl/nccl_link.h"
 
 namespace leapcache::transport {
 namespace {

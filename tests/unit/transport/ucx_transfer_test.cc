@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "service/transport/ucx_context.h"
-#include "service/transport/ucx_peer_connection.h"
-#include "service/transport/ucx_target_worker.h"
+#include "transport/ucx/ucx_context.h"
+#include "transport/ucx/ucx_peer_connection.h"
+#include "transport/ucx/ucx_target_worker.h"
 
 namespace leapcache::transport {
 namespace {

@@ -2,7 +2,7 @@
 // packs pass, whatever transports are configured; the inputs that aborted the server in
 // ucp_address_unpack, every truncation and every trailing byte are refused. Where UCX is built, a
 // refused or accepted blob then goes through UcxPeerConnection, the service's real path.
-#include "service/transport/ucx_wire_check.h"
+#include "transport/ucx/ucx_wire_check.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #ifdef LEAPCACHE_TRANSPORT_UCX
-#include "service/transport/ucx_context.h"
-#include "service/transport/ucx_peer_connection.h"
-#include "service/transport/ucx_target_worker.h"
+#include "transport/ucx/ucx_context.h"
+#include "transport/ucx/ucx_peer_connection.h"
+#include "transport/ucx/ucx_target_worker.h"
 #endif
 
 namespace leapcache::transport {

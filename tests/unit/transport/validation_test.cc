@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "service/transport/transport.h"
+#include "transport/transport.h"
 
 namespace leapcache::transport {
 namespace {

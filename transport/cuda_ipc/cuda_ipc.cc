@@ -1,0 +1,241 @@
+#include "transport/cuda_ipc/cuda_ipc.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/cuda_status.h"
+#include "base/status_macros.h"
+#include "transport/device/copy_batch_kernel.h"
+
+namespace leapcache::transport {
+namespace {
+
+// The key: the allocation's IPC handle, then the buffer's offset in the allocation.
+struct IpcKey {
+  cudaIpcMemHandle_t handle;
+  uint64_t offset;
+};
+
+class CudaIpcRegistration final : public Registration {
+ public:
+  explicit CudaIpcRegistration(BufferDescriptor d) : descriptor_(std::move(d)) {}
+  const BufferDescriptor& descriptor() const override { return descriptor_; }
+
+ private:
+  BufferDescriptor descriptor_;
+};
+
+class CudaIpcRegion final : public RemoteRegion {
+ public:
+  CudaIpcRegion(void* base, uint8_t* buffer, BufferDescriptor d)
+      : base_(base), buffer_(buffer), descriptor_(std::move(d)) {}
+  ~CudaIpcRegion() override { cudaIpcCloseMemHandle(base_); }
+  const BufferDescriptor& descriptor() const override { return descriptor_; }
+  uint8_t* buffer() const { return buffer_; }
+
+ private:
+  void* base_;
+  uint8_t* buffer_;
+  BufferDescriptor descriptor_;
+};
+
+class CudaIpcConnection final : public PeerConnection {
+ public:
+  CudaIpcConnection(pid_t pid, int device) : pid_(pid), device_(device) {}
+  ~CudaIpcConnection() override {
+    if (list_ != nullptr) cudaFreeAsync(list_, stream_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  TransportKind kind() const override { return TransportKind::kCudaIpc; }
+  bool takes_device_memory() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<RemoteRegion>> Import(const BufferDescriptor& d) override {
+    LC_RETURN_IF_ERROR(
+        ValidateDescriptor(d, TransportKind::kCudaIpc, {false, CudaAccess::kDirect}));
+    if (d.key.size() != sizeof(IpcKey)) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer.remote_key is ", d.key.size(),
+                                                     " bytes, a CUDA IPC key is ", sizeof(IpcKey)));
+    }
+    LC_RETURN_IF_ERROR(health());
+    IpcKey key;
+    std::memcpy(&key, d.key.data(), sizeof(key));
+    // Mapped in the service's device's context, where its device-memory ops run.
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+      return LC_CUDA_STATUS(e, "cudaSetDevice");
+    }
+    void* base = nullptr;
+    if (cudaError_t e = cudaIpcOpenMemHandle(&base, key.handle, cudaIpcMemLazyEnablePeerAccess);
+        e != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer.remote_key: cudaIpcOpenMemHandle: ", cudaGetErrorString(e)));
+    }
+    return std::unique_ptr<RemoteRegion>(
+        new CudaIpcRegion(base, static_cast<uint8_t*>(base) + key.offset, d));
+  }
+
+  absl::Status Execute(RemoteRegion& region, std::span<const TransferOp> ops,
+                       absl::Time deadline) override {
+    auto& r = static_cast<CudaIpcRegion&>(region);
+    LC_RETURN_IF_ERROR(ValidateTransfers(r.descriptor(), ops, /*takes_device_memory=*/true));
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+      return LC_CUDA_STATUS(e, "cudaSetDevice");
+    }
+    LC_RETURN_IF_ERROR(CopyDeviceOps(r, ops, deadline));
+    for (const TransferOp& op : ops) {
+      if (op.local_memory == MemoryKind::kCuda) continue;
+      LC_RETURN_IF_ERROR(health());
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError("CUDA IPC transfer passed its deadline");
+      }
+      uint8_t* remote = r.buffer() + op.remote_offset;
+      const cudaError_t e =
+          op.direction == Direction::kWrite
+              ? cudaMemcpy(remote, op.local.data(), op.local.size(), cudaMemcpyHostToDevice)
+              : cudaMemcpy(op.local.data(), remote, op.local.size(), cudaMemcpyDeviceToHost);
+      if (e != cudaSuccess) {
+        failed_ = true;
+        return absl::UnavailableError(
+            absl::StrCat("CUDA IPC copy to the engine's buffer: ", cudaGetErrorString(e)));
+      }
+    }
+    // cudaMemcpy from pageable host memory may return once the source is staged, before the DMA
+    // into the engine's buffer has landed; the engine reads as soon as the call returns, from
+    // another process (and, across GPUs, through another copy engine), so wait for it here.
+    if (const cudaError_t e = cudaStreamSynchronize(nullptr); e != cudaSuccess) {
+      failed_ = true;
+      return absl::UnavailableError(
+          absl::StrCat("CUDA IPC copy to the engine's buffer: ", cudaGetErrorString(e)));
+    }
+    return health();
+  }
+
+  absl::Status health() const override {
+    if (failed_) return absl::UnavailableError("a CUDA IPC copy to the engine failed");
+    if (kill(pid_, 0) != 0 && errno == ESRCH) {
+      return absl::UnavailableError(absl::StrCat("the engine process ", pid_, " is gone"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The ops whose local memory is on the service's device, as one kernel launch of
+  // device-to-device copies (copy_batch_kernel.h: a checkpoint's thousand blobs as one launch,
+  // not a thousand copy-engine operations) on the connection's stream, waited for here: the
+  // engine reads as soon as the call returns.
+  absl::Status CopyDeviceOps(CudaIpcRegion& r, std::span<const TransferOp> ops,
+                             absl::Time deadline) {
+    copies_.clear();
+    for (const TransferOp& op : ops) {
+      if (op.local_memory != MemoryKind::kCuda) continue;
+      uint8_t* remote = r.buffer() + op.remote_offset;
+      if (op.direction == Direction::kWrite) {
+        copies_.push_back({op.local.data(), remote, op.local.size()});
+      } else {
+        copies_.push_back({remote, op.local.data(), op.local.size()});
+      }
+    }
+    if (copies_.empty()) return absl::OkStatus();
+    LC_RETURN_IF_ERROR(health());
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("CUDA IPC transfer passed its deadline");
+    }
+    const size_t list_bytes = copies_.size() * sizeof(DeviceCopy);
+    cudaError_t e = cudaSuccess;
+    if (stream_ == nullptr) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e == cudaSuccess && list_bytes > list_capacity_) {
+      if (list_ != nullptr) cudaFreeAsync(list_, stream_);
+      list_ = nullptr;
+      list_capacity_ = 0;
+      e = cudaMallocAsync(reinterpret_cast<void**>(&list_), list_bytes, stream_);
+      if (e == cudaSuccess) list_capacity_ = list_bytes;
+    }
+    if (e == cudaSuccess) {
+      e = cudaMemcpyAsync(list_, copies_.data(), list_bytes, cudaMemcpyHostToDevice, stream_);
+    }
+    if (e == cudaSuccess) e = LaunchCopyBatch(list_, copies_.size(), stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) {
+      failed_ = true;
+      return absl::UnavailableError(
+          absl::StrCat("CUDA IPC device copies with the engine's buffer: ", cudaGetErrorString(e)));
+    }
+    return absl::OkStatus();
+  }
+
+  const pid_t pid_;
+  const int device_;
+  cudaStream_t stream_ = nullptr;   // the device ops' stream, on device_
+  std::vector<DeviceCopy> copies_;  // the copy list as built on the host
+  DeviceCopy* list_ = nullptr;      // ... and on the device
+  size_t list_capacity_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Registration>> ExportCudaIpc(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return absl::InvalidArgumentError("buffer pointer is null");
+  if (bytes == 0) return absl::InvalidArgumentError("buffer bytes is 0");
+  // The driver's cuMemGetAddressRange, reached through the runtime so that nothing links
+  // libcuda itself (binaries must load on machines without a driver).
+  using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("the CUDA driver has no cuMemGetAddressRange");
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (CUresult r =
+          reinterpret_cast<GetAddressRange>(fn)(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
+      r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError("buffer is not device memory of this process");
+  }
+  const uint64_t offset = reinterpret_cast<CUdeviceptr>(ptr) - base;
+  if (bytes > size - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer [", offset, ", ", offset + bytes,
+                                                   ") leaves its ", size, "-byte allocation"));
+  }
+  IpcKey key{};
+  if (cudaError_t e = cudaIpcGetMemHandle(&key.handle, reinterpret_cast<void*>(base));
+      e != cudaSuccess) {
+    return LC_CUDA_STATUS(e, "cudaIpcGetMemHandle");
+  }
+  key.offset = offset;
+  BufferDescriptor d;
+  d.transport = TransportKind::kCudaIpc;
+  d.memory = MemoryKind::kCuda;
+  d.address = reinterpret_cast<uint64_t>(ptr);
+  d.bytes = bytes;
+  d.key.assign(reinterpret_cast<const char*>(&key), sizeof(key));
+  return std::unique_ptr<Registration>(new CudaIpcRegistration(std::move(d)));
+}
+
+absl::StatusOr<std::unique_ptr<PeerConnection>> ConnectCudaIpc(pid_t pid, int device) {
+  if (pid <= 0) return absl::InvalidArgumentError("identity.pid is needed for CUDA IPC");
+  if (kill(pid, 0) != 0 && errno == ESRCH) {
+    return absl::UnavailableError(absl::StrCat("engine process ", pid, " is not on this host"));
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    return absl::FailedPreconditionError("no CUDA device in the service");
+  }
+  if (device < 0 || device >= devices) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the service's CUDA device ", device, " does not exist (", devices, ")"));
+  }
+  return std::unique_ptr<PeerConnection>(new CudaIpcConnection(pid, device));
+}
+
+}  // namespace leapcache::transport

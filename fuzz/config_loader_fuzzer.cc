@@ -1,4 +1,4 @@
-// Fuzz target: the server's configuration loader (service/server/config_loader.h) on arbitrary
+// Fuzz target: the server's configuration loader (service/config/config_loader.h) on arbitrary
 // YAML files.
 //
 // Invariants: no crash and no exception escapes (yaml-cpp throws; the loader must catch); every
@@ -15,8 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/scratch_file.h"
-#include "service/server/config.h"
-#include "service/server/config_loader.h"
+#include "service/config/config.h"
+#include "service/config/config_loader.h"
 
 namespace {
 

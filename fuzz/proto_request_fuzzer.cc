@@ -1,5 +1,5 @@
 // Fuzz target: the server's wire side on arbitrary serialized requests: the proto -> core
-// conversions of service/server/proto_convert.h, and the StateCache handlers behind them on a
+// conversions of service/grpc/proto_convert.h, and the StateCache handlers behind them on a
 // real cache core (CPU backend, a small fresh store per input).
 //
 // An input is a sequence of records [kind: 1 byte][length: 2 bytes, little-endian][message],
@@ -26,10 +26,10 @@
 #include "service/core/checkpoint_store.h"
 #include "service/core/clock.h"
 #include "service/core/host_tier.h"
-#include "service/server/checkpoint_reader.h"
-#include "service/server/proto_convert.h"
-#include "service/server/put_pipeline.h"
-#include "service/server/state_cache_service.h"
+#include "service/facade/checkpoint_reader.h"
+#include "service/grpc/proto_convert.h"
+#include "service/facade/put_pipeline.h"
+#include "service/grpc/state_cache_service.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "service/server/config_loader.h"
+#include "service/config/config_loader.h"
 #include "service/server/large_allocations.h"
 #include "service/server/server.h"
 

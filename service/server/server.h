@@ -18,11 +18,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/core/checkpoint_store.h"
-#include "service/server/config.h"
-#include "service/server/decode_metrics.h"
-#include "service/server/decode_service.h"
-#include "service/server/state_decoder.h"
-#include "service/server/state_encoder.h"
+#include "service/config/config.h"
+#include "service/admin/decode_metrics.h"
+#include "service/grpc/decode_service.h"
+#include "service/facade/state_decoder.h"
+#include "service/facade/state_encoder.h"
 
 namespace grpc {
 class Server;

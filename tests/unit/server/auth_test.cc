@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "service/server/auth_service.h"
-#include "service/server/auth_tokens.h"
-#include "service/server/config.h"
+#include "service/grpc/auth_service.h"
+#include "service/config/auth_tokens.h"
+#include "service/config/config.h"
 
 namespace leapcache::server {
 namespace {

@@ -1,6 +1,6 @@
 // Server configuration: value syntax, the three sources and their precedence, and the
 // cross-field checks, in-process (tests/integration/service/config_test.cc runs the binary).
-#include "service/server/config.h"
+#include "service/config/config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
-#include "service/server/config_loader.h"
-#include "service/server/config_values.h"
+#include "service/config/config_loader.h"
+#include "service/config/config_values.h"
 
 namespace leapcache::server {
 namespace {

@@ -12,9 +12,9 @@
 #include "gpu/half.h"
 #include "gpu/reference/codec.h"
 #include "service/core/host_tier.h"
-#include "service/server/checkpoint_reader.h"
-#include "service/server/put_pipeline.h"
-#include "service/server/state_decoder.h"
+#include "service/facade/checkpoint_reader.h"
+#include "service/facade/put_pipeline.h"
+#include "service/facade/state_decoder.h"
 
 namespace leapcache::server {
 namespace {

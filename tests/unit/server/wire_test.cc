@@ -2,11 +2,11 @@
 // the namespace fingerprint.
 #include <gtest/gtest.h>
 
-#include "service/server/grpc_status.h"
-#include "service/server/host_port.h"
-#include "service/server/namespace_fingerprint.h"
-#include "service/server/proto_convert.h"
-#include "service/server/rpc_metrics.h"
+#include "service/grpc/grpc_status.h"
+#include "service/config/host_port.h"
+#include "service/facade/namespace_fingerprint.h"
+#include "service/grpc/proto_convert.h"
+#include "service/grpc/rpc_metrics.h"
 
 namespace leapcache::server {
 namespace {

@@ -1,11 +1,11 @@
-// The data plane's session table (service/server/engine_session_table.h): ids, Acquire/Remove,
+// The data plane's session table (service/facade/engine_session_table.h): ids, Acquire/Remove,
 // idle expiry that never reaps a session in use, and the end of a session releasing its
 // connection and buffer imports.
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "service/server/engine_session_table.h"
+#include "service/facade/engine_session_table.h"
 
 namespace leapcache::server {
 namespace {

@@ -1,0 +1,95 @@
+// CheckpointReader: the bytes of one Get, produced chunk by chunk under a read lease.
+//
+// Open() takes a read lease on the checkpoint's head range (so its bytes are neither evicted nor
+// freed while the stream runs) and Read() fills the caller's buffer with the next bytes: the
+// stored v1 blobs as they are (compact), or the blobs decoded to dense fp32/bf16 states in the
+// requested layout, a decoder's batch at a time (state_decoder.h). Bytes come in (layer, head)
+// order; chunks may split a blob or a state. The lease is released when the reader is
+// destroyed, whether or not it was read to the end.
+// Not thread-safe (one stream, one reader).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gpu/format.h"
+#include "service/core/checkpoint_store.h"
+#include "service/facade/dense_state.h"
+#include "service/facade/state_decoder.h"
+
+namespace leapcache::server {
+
+struct ReadRequest {
+  core::NamespaceId ns = 0;
+  core::BlockHash hash{};
+  core::HeadRange heads;
+  std::optional<DenseFormat> dense;  // nullopt: compact
+};
+
+// What the reader's bytes are.
+struct ReadShape {
+  core::Position position;
+  core::HeadRange heads;
+  int layers = 0;
+  BlobSpec format;  // the namespace's (dk, dv, kind are the state's)
+  uint64_t blob_bytes = 0;
+  uint64_t state_bytes = 0;  // 0 for compact reads
+  uint64_t total_bytes = 0;  // everything Read() will produce
+  std::optional<DenseFormat> dense;
+};
+
+class CheckpointReader {
+ public:
+  // NOT_FOUND for an unknown namespace or a checkpoint that does not hold every head. Dense
+  // reads decode with `decoder` (the CPU reference when null), which must outlive the reader.
+  static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(core::CheckpointStore& store,
+                                                                const ReadRequest& request,
+                                                                StateDecoder* decoder = nullptr);
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const ReadShape& shape() const { return shape_; }
+  // Fills `out` with the next bytes; returns how many (less than out.size() only at the end,
+  // 0 once done). DATA_LOSS if a stored blob fails its checks while decoding.
+  absl::StatusOr<size_t> Read(std::span<uint8_t> out);
+  bool done() const { return offset_ == shape_.total_bytes; }
+  uint64_t offset() const { return offset_; }
+  // CRC-32C of the bytes read so far.
+  uint32_t crc32c() const { return crc_; }
+
+  // For a transport that copies device to device: when the read is compact, nothing has been
+  // read yet and every blob sits in device memory of CUDA device `device` (the GPU tier), the
+  // blobs' device addresses in (layer, head) order, to be copied in place by the caller under
+  // this reader's lease. The reader is then done, its crc32c() folded from the CRCs recorded at
+  // commit (the bytes are not read on the host; a receiver's own check still covers them).
+  // Otherwise empty, and the reader unchanged.
+  std::vector<const uint8_t*> TakeDeviceBlobs(int device);
+
+ private:
+  // Blobs per copy out of memory that is not host-addressable (device memory): about 1.2 MiB of
+  // 8-bit 128 x 128 blobs.
+  static constexpr size_t kCopyBatch = 64;
+
+  CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder);
+  // Makes the next items (one (layer, head) blob, or a decoder's batch of decoded states) the
+  // current bytes.
+  absl::Status LoadNext();
+  std::string Describe(size_t i) const;
+
+  core::ReadLease lease_;
+  ReadShape shape_;
+  StateDecoder& decoder_;
+  size_t next_item_ = 0;
+  std::span<const uint8_t> current_;  // the current items' bytes
+  size_t within_ = 0;                 // bytes of current_ already read
+  std::vector<uint8_t> blobs_;        // blobs copied out of memory that is not host-addressable
+  std::vector<uint8_t> states_;       // a batch of decoded states
+  uint64_t offset_ = 0;
+  uint32_t crc_ = 0;
+};
+
+}  // namespace leapcache::server

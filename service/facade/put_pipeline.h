@@ -1,0 +1,100 @@
+// PutPipeline: the wire side of the two-phase put, between the gRPC handlers and
+// core::CheckpointStore's Reserve / Upload / Commit / Abort.
+//
+// Compact puts pass straight through: the client uploads v1 blobs and commits with their
+// CRC-32C, which the core checks. Dense puts (fp32/bf16 states) are encoded here, one state at a
+// time as chunks arrive, with the namespace's codec on the CPU reference backend, and uploaded to
+// the core as blobs; their chunks must arrive in order so that the server can check the
+// client's CRC-32C of the dense bytes at commit and commit the blobs with their own CRC-32C.
+//
+// Contracts (the state_cache.proto error codes):
+//  - A dense chunk holds whole states and starts where the put's last chunk ended, or at 0 to
+//    start over; anything else is INVALID_ARGUMENT, past the end OUT_OF_RANGE. Every state of a
+//    chunk is checked (finite, in range) before any is stored: a bad chunk stores nothing.
+//  - One dense upload of a put at a time (FAILED_PRECONDITION otherwise).
+//  - Commit of a dense put: FAILED_PRECONDITION until every byte arrived; DATA_LOSS if the
+//    client's checksum differs from the bytes received (the put stays open to re-upload from 0).
+//  - The bookkeeping of a dense put lives exactly as long as the core's put: removed on commit,
+//    abort, or once past its deadline (the core reclaims the memory itself).
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "service/core/checkpoint_store.h"
+#include "service/core/clock.h"
+#include "service/facade/dense_state.h"
+#include "service/facade/state_encoder.h"
+
+namespace leapcache::server {
+
+// What a client needs to upload a reserved put.
+struct PutTicket {
+  core::PutId id = 0;
+  uint64_t expected_bytes = 0;  // bytes to upload in total
+  uint64_t blob_bytes = 0;
+  uint64_t state_bytes = 0;  // 0 for compact puts
+  absl::Duration ttl;        // until the deadline, as of now
+};
+
+class PutPipeline {
+ public:
+  // `clock` must be the store's clock; `encoder` encodes dense states (null: the CPU
+  // reference). All must outlive the pipeline.
+  PutPipeline(core::CheckpointStore* store, const core::Clock& clock,
+              StateEncoder* encoder = nullptr);
+  PutPipeline(const PutPipeline&) = delete;
+  PutPipeline& operator=(const PutPipeline&) = delete;
+
+  // `dense`: the encoding of the states the client will upload; nullopt for v1 blobs.
+  absl::StatusOr<PutTicket> Reserve(const core::PutRequest& request,
+                                    const std::optional<DenseFormat>& dense);
+  absl::Status Upload(core::PutId id, uint64_t offset, std::span<const uint8_t> data);
+  absl::Status Commit(core::PutId id, uint32_t crc32c);
+  absl::Status Abort(core::PutId id);
+
+  // Dense puts being tracked (for tests).
+  size_t dense_puts() const;
+
+ private:
+  struct DensePut {
+    core::PutId id = 0;
+    DenseFormat format;
+    BlobSpec spec;
+    size_t state_elements = 0;
+    size_t state_bytes = 0;
+    size_t blob_bytes = 0;
+    uint64_t expected_bytes = 0;
+    int heads = 0;       // heads per layer in this put
+    int head_begin = 0;  // first head of this put
+    absl::Time deadline;
+    // Guarded by PutPipeline::mu_.
+    bool uploading = false;
+    bool committing = false;
+    uint64_t received = 0;   // dense bytes accepted, a multiple of state_bytes
+    uint32_t dense_crc = 0;  // CRC-32C of those bytes
+    uint32_t blob_crc = 0;   // CRC-32C of the blobs stored for them
+  };
+
+  absl::Status UploadDense(DensePut& put, uint64_t offset, std::span<const uint8_t> data);
+  void ForgetExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  core::CheckpointStore* const store_;
+  const core::Clock& clock_;
+  std::unique_ptr<StateEncoder> own_encoder_;  // the CPU reference when none is given
+  StateEncoder* const encoder_;
+  // A leaf: never held while calling the store or encoding, so it never nests with the core's
+  // locks (checkpoint_store.h lists their order).
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<core::PutId, std::shared_ptr<DensePut>> dense_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace leapcache::server

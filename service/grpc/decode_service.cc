@@ -1,0 +1,258 @@
+#include "service/grpc/decode_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/grpc/auth_service.h"
+#include "service/grpc/grpc_status.h"
+#include "service/grpc/proto_convert.h"
+
+namespace leapcache::server {
+namespace {
+
+absl::StatusOr<decode::WireDType> WireDTypeFromProto(v1::DType dtype, const char* field) {
+  if (dtype == v1::DTYPE_FP32) return decode::WireDType::kFp32;
+  if (dtype == v1::DTYPE_BF16) return decode::WireDType::kBf16;
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be DTYPE_FP32 or DTYPE_BF16 (got ", static_cast<int>(dtype), ")"));
+}
+
+// g and beta are fp32 arrays; their bytes are copied out (protobuf's strings carry no
+// alignment guarantee for float access).
+absl::Status Floats(const std::string& bytes, const char* name, std::vector<float>* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " holds ", bytes.size(), " bytes, not a whole number of fp32 values"));
+  }
+  out->resize(bytes.size() / sizeof(float));
+  std::memcpy(out->data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// Slot and layer fields are uint32 on the wire; anything past INT32_MAX is out of range anyway.
+int ToInt(uint32_t v) { return static_cast<int>(std::min<uint32_t>(v, INT32_MAX)); }
+
+}  // namespace
+
+absl::Status DecodeService::Authorize(const grpc::ServerContext& context,
+                                      core::NamespaceId ns) const {
+  if (tokens_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::string> tenant = AuthenticateCall(context, *tokens_);
+  if (!tenant.ok()) return tenant.status();
+  return CheckTenant(*tenant, ns);
+}
+
+absl::Status DecodeService::CheckTenant(const std::string& tenant, core::NamespaceId ns) const {
+  absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(ns);
+  if (!info.ok()) return info.status();
+  if (info->spec.tenant != tenant) return core::UnknownNamespaceError(ns);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<decode::DecodeSession>> DecodeService::FindAuthorized(
+    const grpc::ServerContext& context, uint64_t session_id) const {
+  // Authenticate before saying anything about the session.
+  std::optional<std::string> tenant;
+  if (tokens_ != nullptr) {
+    absl::StatusOr<std::string> caller = AuthenticateCall(context, *tokens_);
+    if (!caller.ok()) return caller.status();
+    tenant = *std::move(caller);
+  }
+  absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s = sessions_->Find(session_id);
+  if (!s.ok()) return s.status();
+  if (tenant.has_value() && !CheckTenant(*tenant, (*s)->info().ns).ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("decode session ", session_id, " belongs to another tenant"));
+  }
+  return s;
+}
+
+grpc::Status DecodeService::OpenSession(grpc::ServerContext* context,
+                                        const v1::OpenDecodeSessionRequest* request,
+                                        v1::OpenDecodeSessionResponse* response) {
+  if (absl::Status st = Authorize(*context, request->namespace_id()); !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  decode::OpenRequest open;
+  open.ns = request->namespace_id();
+  if (request->has_heads()) {
+    open.heads = {static_cast<int>(request->heads().begin()),
+                  static_cast<int>(request->heads().end())};
+    if (open.heads.begin == 0 && open.heads.end == 0) {
+      return ToGrpcStatus(absl::InvalidArgumentError("heads is present but empty"));
+    }
+  }
+  open.slots = ToInt(request->slots());
+  open.l2norm_qk = request->l2norm_qk();
+  open.scale = request->scale();  // 0: the table's default, dk^-1/2
+  absl::StatusOr<decode::SessionInfo> info = sessions_->Open(open);
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  response->set_session_id(info->id);
+  response->set_layers(static_cast<uint32_t>(info->shape.layers));
+  HeadsToProto(info->heads, response->mutable_heads());
+  response->set_dk(static_cast<uint32_t>(info->shape.spec.dk));
+  response->set_dv(static_cast<uint32_t>(info->shape.spec.dv));
+  response->set_kind(KindToProto(info->shape.spec.kind));
+  response->set_backend(info->backend);
+  response->set_state_bytes(info->state_bytes);
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::CloseSession(grpc::ServerContext* context,
+                                         const v1::CloseDecodeSessionRequest* request,
+                                         v1::CloseDecodeSessionResponse*) {
+  absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
+      FindAuthorized(*context, request->session_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  return ToGrpcStatus(sessions_->Close(request->session_id()));
+}
+
+grpc::Status DecodeService::ResetSlot(grpc::ServerContext* context,
+                                      const v1::ResetSlotRequest* request, v1::ResetSlotResponse*) {
+  absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
+      FindAuthorized(*context, request->session_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  return ToGrpcStatus((*s)->Reset(ToInt(request->slot())));
+}
+
+grpc::Status DecodeService::LoadSlot(grpc::ServerContext* context,
+                                     const v1::LoadSlotRequest* request,
+                                     v1::LoadSlotResponse* response) {
+  absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
+      FindAuthorized(*context, request->session_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
+  if (!hash.ok()) return ToGrpcStatus(hash.status());
+  absl::StatusOr<core::Position> position = (*s)->Load(ToInt(request->slot()), *hash);
+  if (!position.ok()) return ToGrpcStatus(position.status());
+  PositionToProto(*position, response->mutable_position());
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::CommitSlot(grpc::ServerContext* context,
+                                       const v1::CommitSlotRequest* request,
+                                       v1::CommitSlotResponse*) {
+  absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
+      FindAuthorized(*context, request->session_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
+  if (!hash.ok()) return ToGrpcStatus(hash.status());
+  absl::StatusOr<core::Position> position = PositionFromProto(request->position());
+  if (!position.ok()) return ToGrpcStatus(position.status());
+  return ToGrpcStatus((*s)->Commit(ToInt(request->slot()), *hash, *position));
+}
+
+absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context,
+                                             const v1::StepRequest& request,
+                                             decode::DecodeSession& session,
+                                             decode::WireDType in_dtype,
+                                             decode::WireDType out_dtype,
+                                             std::span<const int32_t> slot,
+                                             StepScratch* scratch) {
+  if (data_plane_ == nullptr) {
+    return absl::FailedPreconditionError("this server has no data plane for decode steps");
+  }
+  if (!request.q().empty() || !request.k().empty() || !request.v().empty() ||
+      !request.g().empty() || !request.beta().empty()) {
+    return absl::InvalidArgumentError(
+        "q, k, v, g and beta must be empty when buffers is present (they travel over the data "
+        "plane)");
+  }
+  const decode::DecodeShape& shape = session.info().shape;
+  // Each slot appears at most once in a batch: bounding B bounds the staging memory.
+  if (slot.empty() || slot.size() > static_cast<size_t>(shape.slots)) {
+    return absl::InvalidArgumentError(absl::StrCat("slot holds ", slot.size(),
+                                                   " entries; a batch has 1..", shape.slots));
+  }
+  const size_t bh = slot.size() * static_cast<size_t>(shape.heads);
+  const size_t qk_bytes = bh * shape.spec.dk * decode::WireBytes(in_dtype);
+  const size_t v_bytes = bh * shape.spec.dv * decode::WireBytes(in_dtype);
+  const size_t g_count = bh * static_cast<size_t>(shape.gate_size());
+  scratch->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
+  scratch->out.resize(bh * shape.spec.dv * decode::WireBytes(out_dtype));
+  const v1::StepBuffers& b = request.buffers();
+  return data_plane_->RunStep(
+      context, b.data_plane_session_id(), b.buffer_id(), b.input_offset(), scratch->in,
+      b.output_offset(), scratch->out, [&]() -> absl::Status {
+        const uint8_t* p = scratch->in.data();
+        // g and beta are copied out: the packed buffer gives them no float alignment.
+        scratch->g.resize(g_count);
+        scratch->beta.resize(bh);
+        std::memcpy(scratch->g.data(), p + 2 * qk_bytes + v_bytes, g_count * sizeof(float));
+        std::memcpy(scratch->beta.data(), p + 2 * qk_bytes + v_bytes + g_count * sizeof(float),
+                    bh * sizeof(float));
+        const decode::LayerStep in{ToInt(request.layer()),
+                                   slot,
+                                   in_dtype,
+                                   {p, qk_bytes},
+                                   {p + qk_bytes, qk_bytes},
+                                   {p + 2 * qk_bytes, v_bytes},
+                                   scratch->g,
+                                   scratch->beta};
+        return session.Step(in, {out_dtype, scratch->out});
+      });
+}
+
+grpc::Status DecodeService::Step(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) {
+  v1::StepRequest request;
+  v1::StepResponse response;
+  std::vector<int32_t> slot;
+  std::vector<float> g, beta;
+  StepScratch buffers;
+  std::shared_ptr<decode::DecodeSession> session;
+  while (stream->Read(&request)) {
+    if (session == nullptr || session->info().id != request.session_id()) {
+      absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
+          FindAuthorized(*context, request.session_id());
+      if (!s.ok()) return ToGrpcStatus(s.status());
+      session = *std::move(s);
+    }
+    absl::StatusOr<decode::WireDType> in_dtype = WireDTypeFromProto(request.dtype(), "dtype");
+    if (!in_dtype.ok()) return ToGrpcStatus(in_dtype.status());
+    absl::StatusOr<decode::WireDType> out_dtype =
+        request.out_dtype() == v1::DTYPE_UNSPECIFIED
+            ? decode::WireDType::kFp32
+            : WireDTypeFromProto(request.out_dtype(), "out_dtype");
+    if (!out_dtype.ok()) return ToGrpcStatus(out_dtype.status());
+    slot.assign(request.slot().begin(), request.slot().end());
+    const decode::DecodeShape& shape = session->info().shape;
+    if (request.has_buffers()) {
+      if (absl::Status st = StepOverDataPlane(*context, request, *session, *in_dtype, *out_dtype,
+                                              slot, &buffers);
+          !st.ok()) {
+        return ToGrpcStatus(st);
+      }
+      response.clear_o();
+      if (!stream->Write(response)) break;
+      continue;
+    }
+    if (absl::Status st = Floats(request.g(), "g", &g); !st.ok()) return ToGrpcStatus(st);
+    if (absl::Status st = Floats(request.beta(), "beta", &beta); !st.ok()) return ToGrpcStatus(st);
+    std::string* o = response.mutable_o();
+    o->resize(slot.size() * static_cast<size_t>(shape.heads) * shape.spec.dv *
+              decode::WireBytes(*out_dtype));
+    const decode::LayerStep in{
+        ToInt(request.layer()), slot, *in_dtype, Bytes(request.q()), Bytes(request.k()),
+        Bytes(request.v()),     g,    beta};
+    const decode::LayerOutput out{*out_dtype, {reinterpret_cast<uint8_t*>(o->data()), o->size()}};
+    if (absl::Status st = session->Step(in, out); !st.ok()) return ToGrpcStatus(st);
+    if (!stream->Write(response)) break;  // the engine went away
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace leapcache::server

@@ -1,0 +1,72 @@
+// DecodeService: the gRPC handlers of leapcache.v1.Decode (proto/leapcache/v1/decode.proto
+// documents each RPC and its error codes) over the attached-decode session table
+// (service/decode/decode_session_table.h). Handlers check the request, pass the wire arrays
+// (fp32 / bf16, little-endian) to the session as they are, and return the outputs. A step may
+// instead name a buffer of the engine's data-plane session: its vectors then move over that
+// session's transport (DataPlaneService::RunStep), not in the messages.
+//
+// With bearer tokens configured (auth_tokens.h) every call must carry a valid token
+// (UNAUTHENTICATED otherwise), and a session may be opened and used only by the tenant that owns
+// its namespace (PERMISSION_DENIED otherwise), as for StateCache (auth_service.h).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "leapcache/v1/decode.grpc.pb.h"
+#include "service/decode/decode_session_table.h"
+#include "service/config/auth_tokens.h"
+#include "service/grpc/data_plane_service.h"
+
+namespace leapcache::server {
+
+class DecodeService final : public v1::Decode::Service {
+ public:
+  // Every pointer must outlive the service; `tokens` null: no authentication; `data_plane`
+  // null: steps over the data plane (StepRequest.buffers) are FAILED_PRECONDITION.
+  DecodeService(decode::DecodeSessionTable* sessions, const core::CheckpointStore* store,
+                const TokenTable* tokens, DataPlaneService* data_plane = nullptr)
+      : sessions_(sessions), store_(store), tokens_(tokens), data_plane_(data_plane) {}
+
+  grpc::Status OpenSession(grpc::ServerContext* context,
+                           const v1::OpenDecodeSessionRequest* request,
+                           v1::OpenDecodeSessionResponse* response) override;
+  grpc::Status CloseSession(grpc::ServerContext* context,
+                            const v1::CloseDecodeSessionRequest* request,
+                            v1::CloseDecodeSessionResponse* response) override;
+  grpc::Status ResetSlot(grpc::ServerContext* context, const v1::ResetSlotRequest* request,
+                         v1::ResetSlotResponse* response) override;
+  grpc::Status LoadSlot(grpc::ServerContext* context, const v1::LoadSlotRequest* request,
+                        v1::LoadSlotResponse* response) override;
+  grpc::Status CommitSlot(grpc::ServerContext* context, const v1::CommitSlotRequest* request,
+                          v1::CommitSlotResponse* response) override;
+  grpc::Status Step(grpc::ServerContext* context,
+                    grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) override;
+
+ private:
+  // OK when there are no tokens, or the call's token belongs to the namespace's tenant.
+  absl::Status Authorize(const grpc::ServerContext& context, core::NamespaceId ns) const;
+  // OK when `tenant` owns the namespace; PERMISSION_DENIED otherwise.
+  absl::Status CheckTenant(const std::string& tenant, core::NamespaceId ns) const;
+  // Staging of data-plane steps, reused across a stream's steps.
+  struct StepScratch {
+    std::vector<uint8_t> in, out;
+    std::vector<float> g, beta;
+  };
+  // One step whose vectors move over the caller's data-plane session (StepRequest.buffers).
+  absl::Status StepOverDataPlane(const grpc::ServerContext& context,
+                                 const v1::StepRequest& request, decode::DecodeSession& session,
+                                 decode::WireDType in_dtype, decode::WireDType out_dtype,
+                                 std::span<const int32_t> slot, StepScratch* scratch);
+  // The session, if the caller may use it.
+  absl::StatusOr<std::shared_ptr<decode::DecodeSession>> FindAuthorized(
+      const grpc::ServerContext& context, uint64_t session_id) const;
+
+  decode::DecodeSessionTable* const sessions_;
+  const core::CheckpointStore* const store_;
+  const TokenTable* const tokens_;
+  DataPlaneService* const data_plane_;
+};
+
+}  // namespace leapcache::server

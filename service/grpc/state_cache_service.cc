@@ -1,0 +1,211 @@
+#include "service/grpc/state_cache_service.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gpu/format.h"
+#include "base/status_macros.h"
+#include "service/facade/checkpoint_reader.h"
+#include "service/grpc/grpc_status.h"
+#include "service/facade/namespace_fingerprint.h"
+#include "service/grpc/proto_convert.h"
+
+namespace leapcache::server {
+namespace {
+
+absl::StatusOr<core::LookupResult> DoLookup(core::CheckpointStore& store,
+                                            const v1::LookupRequest& request) {
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
+  LC_ASSIGN_OR_RETURN(const std::vector<core::BlockHash> chain, ChainFromProto(request.chain()));
+  core::LookupRequest q;
+  q.ns = request.namespace_id();
+  q.chain = chain;
+  LC_ASSIGN_OR_RETURN(q.heads, ResolveHeads(store, q.ns, request.has_heads(), request.heads()));
+  // Larger than any chain: "no cap" in effect, and the core reports a bad chain itself.
+  q.max_depth = static_cast<int>(std::min<uint32_t>(request.max_depth(), core::kMaxChainBlocks));
+  q.block_tokens = request.block_tokens();
+  return store.Lookup(q);
+}
+
+absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& puts,
+                                    const v1::ReservePutRequest& request) {
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
+  core::PutRequest r;
+  r.ns = request.namespace_id();
+  LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
+  LC_ASSIGN_OR_RETURN(r.position, PositionFromProto(request.position()));
+  LC_ASSIGN_OR_RETURN(r.heads, ResolveHeads(store, r.ns, request.has_heads(), request.heads()));
+  r.ttl = absl::Milliseconds(request.ttl_ms());
+  std::optional<DenseFormat> dense;
+  if (request.has_dense()) {
+    LC_ASSIGN_OR_RETURN(dense, DenseFromProto(request.dense()));
+  }
+  return puts.Reserve(r, dense);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointStore& store,
+                                                             const v1::GetRequest& request,
+                                                             StateDecoder* decoder) {
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
+  ReadRequest r;
+  r.ns = request.namespace_id();
+  LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
+  LC_ASSIGN_OR_RETURN(r.heads, ResolveHeads(store, r.ns, request.has_heads(), request.heads()));
+  if (request.has_dense()) {
+    LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
+  }
+  return CheckpointReader::Open(store, r, decoder);
+}
+
+}  // namespace
+
+grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext*,
+                                                  const v1::RegisterNamespaceRequest* request,
+                                                  v1::RegisterNamespaceResponse* response) {
+  absl::StatusOr<core::NamespaceSpec> spec = NamespaceSpecFromProto(*request);
+  if (!spec.ok()) return ToGrpcStatus(spec.status());
+  absl::StatusOr<core::NamespaceId> id = store_->RegisterNamespace(*spec);
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(*id);
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  response->set_namespace_id(*id);
+  response->set_fingerprint(NamespaceFingerprint(info->spec));
+  response->set_blob_bytes(info->blob_bytes);
+  response->set_format_label(info->format_label);
+  response->set_layout_fingerprint(LayoutFingerprint(info->spec.format));
+  response->set_namespace_tag(info->tag);
+  return grpc::Status::OK;
+}
+
+grpc::Status StateCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+                                       v1::LookupResponse* response) {
+  absl::StatusOr<core::LookupResult> result = DoLookup(*store_, *request);
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  response->set_hit(result->hit);
+  if (result->hit) {
+    response->set_index(static_cast<uint32_t>(result->index));
+    PositionToProto(result->position, response->mutable_position());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status StateCacheService::ReservePut(grpc::ServerContext*,
+                                           const v1::ReservePutRequest* request,
+                                           v1::ReservePutResponse* response) {
+  absl::StatusOr<PutTicket> ticket = DoReserve(*store_, *puts_, *request);
+  if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  response->set_put_id(ticket->id);
+  response->set_expected_bytes(ticket->expected_bytes);
+  response->set_blob_bytes(ticket->blob_bytes);
+  response->set_state_bytes(ticket->state_bytes);
+  response->set_ttl_ms(
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(ticket->ttl))));
+  uint64_t chunk = limits_.chunk_bytes;
+  if (ticket->state_bytes > 0) {
+    chunk = std::max<uint64_t>(1, chunk / ticket->state_bytes) * ticket->state_bytes;
+  }
+  response->set_max_chunk_bytes(chunk);
+  return grpc::Status::OK;
+}
+
+grpc::Status StateCacheService::UploadPut(grpc::ServerContext*,
+                                          grpc::ServerReader<v1::UploadPutRequest>* reader,
+                                          v1::UploadPutResponse* response) {
+  v1::UploadPutRequest chunk;
+  uint64_t received = 0;
+  while (reader->Read(&chunk)) {
+    const std::string& data = chunk.data();
+    absl::Status st = puts_->Upload(
+        chunk.put_id(), chunk.offset(),
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+    if (!st.ok()) return ToGrpcStatus(st);
+    received += data.size();
+  }
+  response->set_bytes_received(received);
+  return grpc::Status::OK;
+}
+
+grpc::Status StateCacheService::CommitPut(grpc::ServerContext*, const v1::CommitPutRequest* request,
+                                          v1::CommitPutResponse*) {
+  return ToGrpcStatus(puts_->Commit(request->put_id(), request->crc32c()));
+}
+
+grpc::Status StateCacheService::AbortPut(grpc::ServerContext*, const v1::AbortPutRequest* request,
+                                         v1::AbortPutResponse*) {
+  return ToGrpcStatus(puts_->Abort(request->put_id()));
+}
+
+grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                                    grpc::ServerWriter<v1::GetResponse>* writer) {
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
+      OpenReader(*store_, *request, decoder_);
+  if (!reader.ok()) return ToGrpcStatus(reader.status());
+  CheckpointReader& r = **reader;
+  const uint64_t chunk = request->max_chunk_bytes() == 0
+                             ? limits_.chunk_bytes
+                             : std::min(request->max_chunk_bytes(), limits_.chunk_bytes);
+  v1::GetResponse response;
+  GetHeaderToProto(r.shape(), response.mutable_header());
+  do {
+    response.set_offset(r.offset());
+    std::string* data = response.mutable_data();
+    data->resize(std::min<uint64_t>(chunk, r.shape().total_bytes - r.offset()));
+    absl::StatusOr<size_t> n =
+        r.Read(std::span<uint8_t>(reinterpret_cast<uint8_t*>(data->data()), data->size()));
+    if (!n.ok()) return ToGrpcStatus(n.status());
+    data->resize(*n);
+    if (r.done()) response.mutable_trailer()->set_crc32c(r.crc32c());
+    // A failed write means the client went away or the deadline passed; the lease is released
+    // when `reader` goes out of scope.
+    if (!writer->Write(response)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client stopped reading");
+    }
+    response.clear_header();
+  } while (!r.done() && !context->IsCancelled());
+  if (!r.done()) return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+  return grpc::Status::OK;
+}
+
+grpc::Status StateCacheService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
+                                       v1::DeleteResponse*) {
+  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
+  if (!hash.ok()) return ToGrpcStatus(hash.status());
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  return ToGrpcStatus(store_->Delete(request->namespace_id(), *hash));
+}
+
+grpc::Status StateCacheService::Pin(grpc::ServerContext*, const v1::PinRequest* request,
+                                    v1::PinResponse*) {
+  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
+  if (!hash.ok()) return ToGrpcStatus(hash.status());
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  return ToGrpcStatus(store_->Pin(request->namespace_id(), *hash));
+}
+
+grpc::Status StateCacheService::Unpin(grpc::ServerContext*, const v1::UnpinRequest* request,
+                                      v1::UnpinResponse*) {
+  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
+  if (!hash.ok()) return ToGrpcStatus(hash.status());
+  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
+  return ToGrpcStatus(store_->Unpin(request->namespace_id(), *hash));
+}
+
+grpc::Status StateCacheService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
+                                      v1::StatsResponse* response) {
+  StatsToProto(store_->Stats(), response);
+  return grpc::Status::OK;
+}
+
+}  // namespace leapcache::server

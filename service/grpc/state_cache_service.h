@@ -1,0 +1,64 @@
+// StateCacheService: the gRPC handlers of leapcache.v1.StateCache (proto/leapcache/v1/
+// state_cache.proto documents each RPC and its error codes).
+//
+// Handlers only decode the request (proto_convert.h), call the cache core (through PutPipeline
+// for puts and CheckpointReader for gets) and encode the result; every status leaves through
+// ToGrpcStatus (grpc_status.h). No handler keeps state between calls.
+#pragma once
+
+#include <cstdint>
+
+#include "leapcache/v1/state_cache.grpc.pb.h"
+#include "service/core/checkpoint_store.h"
+#include "service/facade/put_pipeline.h"
+#include "service/facade/state_decoder.h"
+
+namespace leapcache::server {
+
+struct ServiceLimits {
+  // Data bytes per Get response message (the client may ask for less), and the upload chunk
+  // advertised to clients.
+  uint64_t chunk_bytes = 0;
+};
+
+class StateCacheService final : public v1::StateCache::Service {
+ public:
+  // `store`, `puts` and `decoder` (dense gets' codec; the CPU reference when null) must outlive
+  // the service.
+  StateCacheService(core::CheckpointStore* store, PutPipeline* puts, ServiceLimits limits,
+                    StateDecoder* decoder = nullptr)
+      : store_(store), puts_(puts), limits_(limits), decoder_(decoder) {}
+
+  grpc::Status RegisterNamespace(grpc::ServerContext* context,
+                                 const v1::RegisterNamespaceRequest* request,
+                                 v1::RegisterNamespaceResponse* response) override;
+  grpc::Status Lookup(grpc::ServerContext* context, const v1::LookupRequest* request,
+                      v1::LookupResponse* response) override;
+  grpc::Status ReservePut(grpc::ServerContext* context, const v1::ReservePutRequest* request,
+                          v1::ReservePutResponse* response) override;
+  grpc::Status UploadPut(grpc::ServerContext* context,
+                         grpc::ServerReader<v1::UploadPutRequest>* reader,
+                         v1::UploadPutResponse* response) override;
+  grpc::Status CommitPut(grpc::ServerContext* context, const v1::CommitPutRequest* request,
+                         v1::CommitPutResponse* response) override;
+  grpc::Status AbortPut(grpc::ServerContext* context, const v1::AbortPutRequest* request,
+                        v1::AbortPutResponse* response) override;
+  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
+                   grpc::ServerWriter<v1::GetResponse>* writer) override;
+  grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
+                      v1::DeleteResponse* response) override;
+  grpc::Status Pin(grpc::ServerContext* context, const v1::PinRequest* request,
+                   v1::PinResponse* response) override;
+  grpc::Status Unpin(grpc::ServerContext* context, const v1::UnpinRequest* request,
+                     v1::UnpinResponse* response) override;
+  grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
+                     v1::StatsResponse* response) override;
+
+ private:
+  core::CheckpointStore* const store_;
+  PutPipeline* const puts_;
+  const ServiceLimits limits_;
+  StateDecoder* const decoder_;
+};
+
+}  // namespace leapcache::server

@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 #include "client/channel.h"
 #include "client/grpc_status_conversion.h"
 #include "client/wire_convert.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
-#include "base/status_macros.h"
 #include "transport/backend.h"
 #include "transport/device/device_crc32c.h"
 #include "transport/device/device_memory.h"
@@ -108,9 +108,10 @@ struct AttachedEngine::Impl {
   grpc::Status RunTransfer(absl::FunctionRef<grpc::Status()> call) {
     grpc::Status rpc;
     link->During([&] {
-       rpc = call();
-       return absl::OkStatus();
-     }).IgnoreError();
+          rpc = call();
+          return absl::OkStatus();
+        })
+        .IgnoreError();
     return rpc;
   }
   // Sends a registration's descriptor to the service; the service's buffer id.
@@ -216,8 +217,8 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
           absl::StrCat("transport ", static_cast<int>(t), " is unknown"));
     }
     if (b == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "this client library was built without ", transport::TransportName(kind)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("this client library was built without ", transport::TransportName(kind)));
     }
     LC_ASSIGN_OR_RETURN(std::unique_ptr<transport::EngineBackend> e, b->make_engine(settings));
     // A backend that needs the engine's GPU named (NCCL) names it in the identity.
@@ -482,8 +483,7 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
 }
 
 absl::Status AttachedEngine::RunStepTransfer(
-    BufferId buffer, uint64_t in_offset, uint64_t in_bytes, uint64_t out_offset,
-    uint64_t out_bytes,
+    BufferId buffer, uint64_t in_offset, uint64_t in_bytes, uint64_t out_offset, uint64_t out_bytes,
     const std::function<absl::Status(uint64_t session, uint64_t remote_buffer)>& call) {
   Impl& m = *impl_;
   absl::MutexLock lock(&m.mu);
@@ -505,8 +505,8 @@ absl::Status AttachedEngine::RunStepTransfer(
   }
   // A two-sided backend posts both before the call, in the order the service takes them.
   const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
-  LC_RETURN_IF_ERROR(m.link->Post({b.ptr + in_offset, in_bytes}, {b.ptr + out_offset, out_bytes},
-                                  deadline));
+  LC_RETURN_IF_ERROR(
+      m.link->Post({b.ptr + in_offset, in_bytes}, {b.ptr + out_offset, out_bytes}, deadline));
   absl::Status stepped;
   m.RunTransfer([&] {
     stepped = call(m.session_id, b.remote_id);

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "service/facade/checkpoint_reader.h"
 #include "service/grpc/proto_convert.h"
 #include "service/facade/put_pipeline.h"
+#include "service/grpc/authorizer.h"
 #include "service/grpc/state_cache_service.h"
 
 namespace {
@@ -96,6 +98,7 @@ void CheckConversions(const v1::GetRequest& r) {
 struct Harness {
   std::unique_ptr<core::CheckpointStore> store;
   std::unique_ptr<server::PutPipeline> puts;
+  std::unique_ptr<server::Authorizer> auth;  // open: no tokens file
   std::unique_ptr<server::StateCacheService> service;
   std::vector<uint64_t> reserved;  // put ids this input reserved
   std::vector<uint32_t> namespaces;  // ids this input registered, in order
@@ -122,7 +125,10 @@ Harness MakeHarness() {
   FUZZ_CHECK(store.ok(), "cannot make the store");
   h.store = *std::move(store);
   h.puts = std::make_unique<server::PutPipeline>(h.store.get(), core::MonotonicClock());
+  h.auth = std::make_unique<server::Authorizer>(std::nullopt, h.store.get(),
+                                                core::MonotonicClock());
   h.service = std::make_unique<server::StateCacheService>(h.store.get(), h.puts.get(),
+                                                          h.auth.get(),
                                                           server::ServiceLimits{64 << 10});
   return h;
 }
@@ -181,13 +187,16 @@ bool Parse(const uint8_t* data, size_t size, Message* m) {
 
 void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
   server::StateCacheService& s = *h.service;
+  // The handlers ask the authorizer about the call first; an open one reads nothing of it.
+  grpc::ServerContext context;
+  grpc::ServerContext* const ctx = &context;
   switch (kind % 10) {
     case 0: {
       v1::RegisterNamespaceRequest r;
       v1::RegisterNamespaceResponse out;
       if (!Parse(data, size, &r)) return;
       CheckConversions(r);
-      grpc::Status st = s.RegisterNamespace(nullptr, &r, &out);
+      grpc::Status st = s.RegisterNamespace(ctx, &r, &out);
       CheckStatus(st, "RegisterNamespace");
       if (st.ok()) {
         FUZZ_CHECK(out.namespace_id() != 0 && out.namespace_tag() != 0, "an id or a tag of 0");
@@ -201,7 +210,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       if (!Parse(data, size, &r)) return;
       Remap(h, r);
       CheckConversions(r);
-      CheckStatus(s.Lookup(nullptr, &r, &out), "Lookup");
+      CheckStatus(s.Lookup(ctx, &r, &out), "Lookup");
       return;
     }
     case 2: {
@@ -212,7 +221,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       CheckConversions(r);
       // A short TTL: puts this input leaves open must not outlive it by much.
       if (r.ttl_ms() > 60000) r.set_ttl_ms(60000);
-      grpc::Status st = s.ReservePut(nullptr, &r, &out);
+      grpc::Status st = s.ReservePut(ctx, &r, &out);
       CheckStatus(st, "ReservePut");
       if (st.ok()) h.reserved.push_back(out.put_id());
       return;
@@ -233,14 +242,14 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::CommitPutRequest r;
       v1::CommitPutResponse out;
       if (!Parse(data, size, &r)) return;
-      CheckStatus(s.CommitPut(nullptr, &r, &out), "CommitPut");
+      CheckStatus(s.CommitPut(ctx, &r, &out), "CommitPut");
       return;
     }
     case 5: {
       v1::AbortPutRequest r;
       v1::AbortPutResponse out;
       if (!Parse(data, size, &r)) return;
-      CheckStatus(s.AbortPut(nullptr, &r, &out), "AbortPut");
+      CheckStatus(s.AbortPut(ctx, &r, &out), "AbortPut");
       return;
     }
     case 6: {
@@ -256,7 +265,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::DeleteResponse out;
       if (!Parse(data, size, &r)) return;
       Remap(h, r);
-      CheckStatus(s.Delete(nullptr, &r, &out), "Delete");
+      CheckStatus(s.Delete(ctx, &r, &out), "Delete");
       return;
     }
     case 8: {
@@ -264,19 +273,19 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       v1::PinResponse out;
       if (!Parse(data, size, &r)) return;
       Remap(h, r);
-      CheckStatus(s.Pin(nullptr, &r, &out), "Pin");
+      CheckStatus(s.Pin(ctx, &r, &out), "Pin");
       v1::UnpinRequest u;
       v1::UnpinResponse uout;
       u.set_namespace_id(r.namespace_id());
       u.set_namespace_tag(r.namespace_tag());
       u.set_hash(r.hash());
-      CheckStatus(s.Unpin(nullptr, &u, &uout), "Unpin");
+      CheckStatus(s.Unpin(ctx, &u, &uout), "Unpin");
       return;
     }
     default: {
       v1::StatsRequest r;
       v1::StatsResponse out;
-      CheckStatus(s.Stats(nullptr, &r, &out), "Stats");
+      CheckStatus(s.Stats(ctx, &r, &out), "Stats");
       return;
     }
   }

@@ -21,7 +21,9 @@ class RegisteredBuffer final : public EngineBuffer {
   RegisteredBuffer(uint8_t* ptr, std::unique_ptr<PinnedHostBuffer> staging,
                    std::unique_ptr<Registration> registration,
                    std::optional<BufferDescriptor> descriptor)
-      : ptr_(ptr), staging_(std::move(staging)), registration_(std::move(registration)),
+      : ptr_(ptr),
+        staging_(std::move(staging)),
+        registration_(std::move(registration)),
         descriptor_(std::move(descriptor)) {}
 
   std::optional<BufferDescriptor> descriptor() const override { return descriptor_; }

@@ -37,7 +37,7 @@ class DataPlaneTransports {
   struct Entry {
     const transport::Backend* backend;
     std::unique_ptr<transport::ServiceBackend> service;  // null if it could not be made
-    absl::Status status;                                  // why not usable, if not
+    absl::Status status;                                 // why not usable, if not
   };
   const Entry* Find(transport::TransportKind kind) const;
 

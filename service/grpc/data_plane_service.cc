@@ -10,7 +10,6 @@
 #include "gpu/crc32c.h"
 #include "service/core/namespace_registry.h"
 #include "base/status_macros.h"
-#include "service/grpc/auth_service.h"
 #include "service/facade/checkpoint_reader.h"
 #include "service/grpc/grpc_status.h"
 #include "service/grpc/proto_convert.h"
@@ -87,8 +86,8 @@ bool ConnectionLost(const transport::PeerConnection& c, const absl::Status& st) 
 }  // namespace
 
 DataPlaneService::DataPlaneService(core::CheckpointStore* store, PutPipeline* puts,
-                                   const DataPlaneOptions& options)
-    : store_(store), puts_(puts), options_(options),
+                                   const Authorizer* auth, const DataPlaneOptions& options)
+    : store_(store), puts_(puts), auth_(auth), options_(options),
       transports_(DataPlaneTransports::Create({options.ucx_transports, options.cuda_device})),
       sessions_(options.reap_interval) {}
 
@@ -101,14 +100,9 @@ absl::Time DataPlaneService::TransferDeadline(const grpc::ServerContext& context
   return std::min(cap, absl::FromChrono(call));
 }
 
-absl::StatusOr<std::string> DataPlaneService::Caller(const grpc::ServerContext& context) const {
-  if (!options_.tokens.has_value()) return std::string();
-  return AuthenticateCall(context, *options_.tokens);
-}
-
 absl::StatusOr<EngineSessionTable::Use> DataPlaneService::SessionFor(
     const grpc::ServerContext& context, uint64_t session_id) {
-  LC_ASSIGN_OR_RETURN(const std::string caller, Caller(context));
+  LC_ASSIGN_OR_RETURN(const std::string caller, auth_->Caller(context));
   LC_ASSIGN_OR_RETURN(EngineSessionTable::Use use, sessions_.Acquire(session_id));
   if (use->tenant != caller) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -117,20 +111,10 @@ absl::StatusOr<EngineSessionTable::Use> DataPlaneService::SessionFor(
   return use;
 }
 
-absl::Status DataPlaneService::AuthorizeNamespace(const std::string& tenant,
-                                                  core::NamespaceId ns) const {
-  if (!options_.tokens.has_value()) return absl::OkStatus();
-  LC_ASSIGN_OR_RETURN(const core::NamespaceInfo info, store_->GetNamespace(ns));
-  if (info.spec.tenant != tenant) {
-    return core::UnknownNamespaceError(ns);
-  }
-  return absl::OkStatus();
-}
-
 grpc::Status DataPlaneService::Attach(grpc::ServerContext* context,
                                       const v1::AttachRequest* request,
                                       v1::AttachResponse* response) {
-  absl::StatusOr<std::string> caller = Caller(*context);
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   const v1::EngineIdentity& id = request->identity();
   if (id.name().empty() || id.name().size() > kMaxEngineNameBytes) {
@@ -245,7 +229,7 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
 
   ReadRequest r;
   r.ns = request->namespace_id();
-  if (absl::Status st = AuthorizeNamespace(s.tenant, r.ns); !st.ok()) return ToGrpcStatus(st);
+  if (absl::Status st = auth_->Namespace(s.tenant, r.ns); !st.ok()) return ToGrpcStatus(st);
   if (absl::Status st = store_->CheckNamespaceTag(r.ns, request->namespace_tag()); !st.ok()) {
     return ToGrpcStatus(st);
   }
@@ -369,7 +353,7 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
 
   core::PutRequest put;
   put.ns = request->namespace_id();
-  if (absl::Status st = AuthorizeNamespace(s.tenant, put.ns); !st.ok()) return ToGrpcStatus(st);
+  if (absl::Status st = auth_->Namespace(s.tenant, put.ns); !st.ok()) return ToGrpcStatus(st);
   if (absl::Status st = store_->CheckNamespaceTag(put.ns, request->namespace_tag()); !st.ok()) {
     return ToGrpcStatus(st);
   }

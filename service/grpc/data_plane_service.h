@@ -6,9 +6,9 @@
 // dense encoding, commit), so the two services store and serve exactly the same bytes. Only the
 // movement differs: chunks of the session's staging memory go to or come from the engine's
 // registered buffer over the session's transport connection instead of gRPC messages.
-// With the server's tokens_file set, the data plane authenticates and authorizes like
-// StateCache (auth_service.h): every call carries a bearer token, a session is its attaching
-// tenant's, and transfers touch only that tenant's namespaces (PERMISSION_DENIED otherwise).
+// Every handler first asks the Authorizer (authorizer.h), as StateCache's do: with bearer tokens
+// every call carries one, a session is its attaching tenant's (PERMISSION_DENIED for another's),
+// and transfers touch only that tenant's namespaces (another's answers as unknown).
 #pragma once
 
 #include <cstdint>
@@ -21,10 +21,10 @@
 #include "absl/time/time.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
 #include "service/core/checkpoint_store.h"
-#include "service/config/auth_tokens.h"
 #include "service/facade/data_plane_transports.h"
 #include "service/facade/engine_session_table.h"
 #include "service/facade/put_pipeline.h"
+#include "service/grpc/authorizer.h"
 #include "service/facade/state_decoder.h"
 
 namespace leapcache::server {
@@ -45,16 +45,12 @@ struct DataPlaneOptions {
   // Dense gets' codec (state_decoder.h), outliving the service; the CPU reference when null.
   StateDecoder* decoder = nullptr;
   absl::Duration reap_interval = absl::Seconds(1);
-  // The server's bearer tokens (tokens_file), if any: then every call must carry one (as
-  // StateCache's, auth_service.h), a session belongs to the tenant that attached it, and
-  // transfers reach only that tenant's namespaces.
-  std::optional<TokenTable> tokens;
 };
 
 class DataPlaneService final : public v1::DataPlane::Service {
  public:
-  // `store` and `puts` must outlive the service.
-  DataPlaneService(core::CheckpointStore* store, PutPipeline* puts,
+  // `store`, `puts` and `auth` must outlive the service.
+  DataPlaneService(core::CheckpointStore* store, PutPipeline* puts, const Authorizer* auth,
                    const DataPlaneOptions& options);
   ~DataPlaneService() override;
 
@@ -89,17 +85,14 @@ class DataPlaneService final : public v1::DataPlane::Service {
 
  private:
   absl::Time TransferDeadline(const grpc::ServerContext& context) const;
-  // The calling tenant ("" without tokens); UNAUTHENTICATED without a valid token.
-  absl::StatusOr<std::string> Caller(const grpc::ServerContext& context) const;
   // The session for a call of `caller`: NOT_FOUND if unknown, PERMISSION_DENIED if another
   // tenant's.
   absl::StatusOr<EngineSessionTable::Use> SessionFor(const grpc::ServerContext& context,
                                                      uint64_t session_id);
-  // PERMISSION_DENIED if the namespace is another tenant's (with tokens).
-  absl::Status AuthorizeNamespace(const std::string& tenant, core::NamespaceId ns) const;
 
   core::CheckpointStore* const store_;
   PutPipeline* const puts_;
+  const Authorizer* const auth_;
   const DataPlaneOptions options_;
   std::unique_ptr<DataPlaneTransports> transports_;
   EngineSessionTable sessions_;

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/grpc/auth_service.h"
 #include "service/grpc/grpc_status.h"
 #include "service/grpc/proto_convert.h"
 
@@ -42,33 +41,14 @@ int ToInt(uint32_t v) { return static_cast<int>(std::min<uint32_t>(v, INT32_MAX)
 
 }  // namespace
 
-absl::Status DecodeService::Authorize(const grpc::ServerContext& context,
-                                      core::NamespaceId ns) const {
-  if (tokens_ == nullptr) return absl::OkStatus();
-  absl::StatusOr<std::string> tenant = AuthenticateCall(context, *tokens_);
-  if (!tenant.ok()) return tenant.status();
-  return CheckTenant(*tenant, ns);
-}
-
-absl::Status DecodeService::CheckTenant(const std::string& tenant, core::NamespaceId ns) const {
-  absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(ns);
-  if (!info.ok()) return info.status();
-  if (info->spec.tenant != tenant) return core::UnknownNamespaceError(ns);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::shared_ptr<decode::DecodeSession>> DecodeService::FindAuthorized(
     const grpc::ServerContext& context, uint64_t session_id) const {
   // Authenticate before saying anything about the session.
-  std::optional<std::string> tenant;
-  if (tokens_ != nullptr) {
-    absl::StatusOr<std::string> caller = AuthenticateCall(context, *tokens_);
-    if (!caller.ok()) return caller.status();
-    tenant = *std::move(caller);
-  }
+  absl::StatusOr<std::string> caller = auth_->Caller(context);
+  if (!caller.ok()) return caller.status();
   absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s = sessions_->Find(session_id);
   if (!s.ok()) return s.status();
-  if (tenant.has_value() && !CheckTenant(*tenant, (*s)->info().ns).ok()) {
+  if (!auth_->Namespace(*caller, (*s)->info().ns).ok()) {
     return absl::PermissionDeniedError(
         absl::StrCat("decode session ", session_id, " belongs to another tenant"));
   }
@@ -78,10 +58,12 @@ absl::StatusOr<std::shared_ptr<decode::DecodeSession>> DecodeService::FindAuthor
 grpc::Status DecodeService::OpenSession(grpc::ServerContext* context,
                                         const v1::OpenDecodeSessionRequest* request,
                                         v1::OpenDecodeSessionResponse* response) {
-  if (absl::Status st = Authorize(*context, request->namespace_id()); !st.ok()) {
-    return ToGrpcStatus(st);
+  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+      !caller.ok()) {
+    return ToGrpcStatus(caller.status());
   }
-  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+  if (absl::Status st =
+          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
       !st.ok()) {
     return ToGrpcStatus(st);
   }

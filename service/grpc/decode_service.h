@@ -5,9 +5,10 @@
 // instead name a buffer of the engine's data-plane session: its vectors then move over that
 // session's transport (DataPlaneService::RunStep), not in the messages.
 //
-// With bearer tokens configured (auth_tokens.h) every call must carry a valid token
-// (UNAUTHENTICATED otherwise), and a session may be opened and used only by the tenant that owns
-// its namespace (PERMISSION_DENIED otherwise), as for StateCache (auth_service.h).
+// Every handler first asks the Authorizer (authorizer.h): with bearer tokens every call must
+// carry a valid token (UNAUTHENTICATED otherwise), a session is opened only on the caller's
+// namespaces (NOT_FOUND, as unknown, otherwise) and used only by its tenant (PERMISSION_DENIED
+// otherwise).
 #pragma once
 
 #include <span>
@@ -16,18 +17,18 @@
 
 #include "leapcache/v1/decode.grpc.pb.h"
 #include "service/decode/decode_session_table.h"
-#include "service/config/auth_tokens.h"
+#include "service/grpc/authorizer.h"
 #include "service/grpc/data_plane_service.h"
 
 namespace leapcache::server {
 
 class DecodeService final : public v1::Decode::Service {
  public:
-  // Every pointer must outlive the service; `tokens` null: no authentication; `data_plane`
-  // null: steps over the data plane (StepRequest.buffers) are FAILED_PRECONDITION.
+  // Every pointer must outlive the service; `data_plane` null: steps over the data plane
+  // (StepRequest.buffers) are FAILED_PRECONDITION.
   DecodeService(decode::DecodeSessionTable* sessions, const core::CheckpointStore* store,
-                const TokenTable* tokens, DataPlaneService* data_plane = nullptr)
-      : sessions_(sessions), store_(store), tokens_(tokens), data_plane_(data_plane) {}
+                const Authorizer* auth, DataPlaneService* data_plane = nullptr)
+      : sessions_(sessions), store_(store), auth_(auth), data_plane_(data_plane) {}
 
   grpc::Status OpenSession(grpc::ServerContext* context,
                            const v1::OpenDecodeSessionRequest* request,
@@ -45,10 +46,6 @@ class DecodeService final : public v1::Decode::Service {
                     grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) override;
 
  private:
-  // OK when there are no tokens, or the call's token belongs to the namespace's tenant.
-  absl::Status Authorize(const grpc::ServerContext& context, core::NamespaceId ns) const;
-  // OK when `tenant` owns the namespace; PERMISSION_DENIED otherwise.
-  absl::Status CheckTenant(const std::string& tenant, core::NamespaceId ns) const;
   // Staging of data-plane steps, reused across a stream's steps.
   struct StepScratch {
     std::vector<uint8_t> in, out;
@@ -65,7 +62,7 @@ class DecodeService final : public v1::Decode::Service {
 
   decode::DecodeSessionTable* const sessions_;
   const core::CheckpointStore* const store_;
-  const TokenTable* const tokens_;
+  const Authorizer* const auth_;
   DataPlaneService* const data_plane_;
 };
 

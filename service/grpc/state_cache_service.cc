@@ -62,9 +62,14 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointSto
 
 }  // namespace
 
-grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext*,
+grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext* context,
                                                   const v1::RegisterNamespaceRequest* request,
                                                   v1::RegisterNamespaceResponse* response) {
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (absl::Status st = auth_->Register(*caller, request->tenant()); !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   absl::StatusOr<core::NamespaceSpec> spec = NamespaceSpecFromProto(*request);
   if (!spec.ok()) return ToGrpcStatus(spec.status());
   absl::StatusOr<core::NamespaceId> id = store_->RegisterNamespace(*spec);
@@ -80,8 +85,13 @@ grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+grpc::Status StateCacheService::Lookup(grpc::ServerContext* context,
+                                       const v1::LookupRequest* request,
                                        v1::LookupResponse* response) {
+  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+      !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   absl::StatusOr<core::LookupResult> result = DoLookup(*store_, *request);
   if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_hit(result->hit);
@@ -92,11 +102,14 @@ grpc::Status StateCacheService::Lookup(grpc::ServerContext*, const v1::LookupReq
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::ReservePut(grpc::ServerContext*,
+grpc::Status StateCacheService::ReservePut(grpc::ServerContext* context,
                                            const v1::ReservePutRequest* request,
                                            v1::ReservePutResponse* response) {
+  absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<PutTicket> ticket = DoReserve(*store_, *puts_, *request);
   if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  auth_->RecordPut(*caller, ticket->id, std::max(absl::ZeroDuration(), ticket->ttl));
   response->set_put_id(ticket->id);
   response->set_expected_bytes(ticket->expected_bytes);
   response->set_blob_bytes(ticket->blob_bytes);
@@ -111,12 +124,16 @@ grpc::Status StateCacheService::ReservePut(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::UploadPut(grpc::ServerContext*,
+grpc::Status StateCacheService::UploadPut(grpc::ServerContext* context,
                                           grpc::ServerReader<v1::UploadPutRequest>* reader,
                                           v1::UploadPutResponse* response) {
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   v1::UploadPutRequest chunk;
   uint64_t received = 0;
   while (reader->Read(&chunk)) {
+    // Each chunk's put is checked before it is stored: a stream may name several puts.
+    if (absl::Status st = auth_->Put(*caller, chunk.put_id()); !st.ok()) return ToGrpcStatus(st);
     const std::string& data = chunk.data();
     absl::Status st = puts_->Upload(
         chunk.put_id(), chunk.offset(),
@@ -128,18 +145,35 @@ grpc::Status StateCacheService::UploadPut(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::CommitPut(grpc::ServerContext*, const v1::CommitPutRequest* request,
+grpc::Status StateCacheService::CommitPut(grpc::ServerContext* context,
+                                          const v1::CommitPutRequest* request,
                                           v1::CommitPutResponse*) {
-  return ToGrpcStatus(puts_->Commit(request->put_id(), request->crc32c()));
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (absl::Status st = auth_->Put(*caller, request->put_id()); !st.ok()) return ToGrpcStatus(st);
+  const absl::Status committed = puts_->Commit(request->put_id(), request->crc32c());
+  // A failed commit may leave the put open (DATA_LOSS: upload again), so only success forgets.
+  if (committed.ok()) auth_->ForgetPut(request->put_id());
+  return ToGrpcStatus(committed);
 }
 
-grpc::Status StateCacheService::AbortPut(grpc::ServerContext*, const v1::AbortPutRequest* request,
+grpc::Status StateCacheService::AbortPut(grpc::ServerContext* context,
+                                         const v1::AbortPutRequest* request,
                                          v1::AbortPutResponse*) {
-  return ToGrpcStatus(puts_->Abort(request->put_id()));
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (absl::Status st = auth_->Put(*caller, request->put_id()); !st.ok()) return ToGrpcStatus(st);
+  const absl::Status aborted = puts_->Abort(request->put_id());
+  if (aborted.ok()) auth_->ForgetPut(request->put_id());
+  return ToGrpcStatus(aborted);
 }
 
 grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
                                     grpc::ServerWriter<v1::GetResponse>* writer) {
+  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+      !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
       OpenReader(*store_, *request, decoder_);
   if (!reader.ok()) return ToGrpcStatus(reader.status());
@@ -169,41 +203,60 @@ grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetR
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
-                                       v1::DeleteResponse*) {
+grpc::Status StateCacheService::Delete(grpc::ServerContext* context,
+                                       const v1::DeleteRequest* request, v1::DeleteResponse*) {
+  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+      !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
-  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+  if (absl::Status st =
+          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
       !st.ok()) {
     return ToGrpcStatus(st);
   }
   return ToGrpcStatus(store_->Delete(request->namespace_id(), *hash));
 }
 
-grpc::Status StateCacheService::Pin(grpc::ServerContext*, const v1::PinRequest* request,
-                                    v1::PinResponse*) {
+grpc::Status StateCacheService::Pin(grpc::ServerContext* context,
+                                    const v1::PinRequest* request, v1::PinResponse*) {
+  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+      !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
-  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+  if (absl::Status st =
+          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
       !st.ok()) {
     return ToGrpcStatus(st);
   }
   return ToGrpcStatus(store_->Pin(request->namespace_id(), *hash));
 }
 
-grpc::Status StateCacheService::Unpin(grpc::ServerContext*, const v1::UnpinRequest* request,
-                                      v1::UnpinResponse*) {
+grpc::Status StateCacheService::Unpin(grpc::ServerContext* context,
+                                      const v1::UnpinRequest* request, v1::UnpinResponse*) {
+  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
+      !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
   if (!hash.ok()) return ToGrpcStatus(hash.status());
-  if (absl::Status st = store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
+  if (absl::Status st =
+          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
       !st.ok()) {
     return ToGrpcStatus(st);
   }
   return ToGrpcStatus(store_->Unpin(request->namespace_id(), *hash));
 }
 
-grpc::Status StateCacheService::Stats(grpc::ServerContext*, const v1::StatsRequest*,
+grpc::Status StateCacheService::Stats(grpc::ServerContext* context, const v1::StatsRequest*,
                                       v1::StatsResponse* response) {
+  // Any authenticated caller: store-wide totals, no per-tenant numbers.
+  if (absl::StatusOr<std::string> caller = auth_->Caller(*context); !caller.ok()) {
+    return ToGrpcStatus(caller.status());
+  }
   StatsToProto(store_->Stats(), response);
   return grpc::Status::OK;
 }

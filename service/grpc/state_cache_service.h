@@ -1,9 +1,10 @@
 // StateCacheService: the gRPC handlers of leapcache.v1.StateCache (proto/leapcache/v1/
 // state_cache.proto documents each RPC and its error codes).
 //
-// Handlers only decode the request (proto_convert.h), call the cache core (through PutPipeline
-// for puts and CheckpointReader for gets) and encode the result; every status leaves through
-// ToGrpcStatus (grpc_status.h). No handler keeps state between calls.
+// Every handler first asks the Authorizer (authorizer.h) who calls and whether it may, then
+// decodes the request (proto_convert.h), calls the cache core (through PutPipeline for puts and
+// CheckpointReader for gets) and encodes the result; every status leaves through ToGrpcStatus
+// (grpc_status.h). No handler keeps state between calls (put ownership is the authorizer's).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "service/core/checkpoint_store.h"
 #include "service/facade/put_pipeline.h"
 #include "service/facade/state_decoder.h"
+#include "service/grpc/authorizer.h"
 
 namespace leapcache::server {
 
@@ -23,11 +25,11 @@ struct ServiceLimits {
 
 class StateCacheService final : public v1::StateCache::Service {
  public:
-  // `store`, `puts` and `decoder` (dense gets' codec; the CPU reference when null) must outlive
-  // the service.
-  StateCacheService(core::CheckpointStore* store, PutPipeline* puts, ServiceLimits limits,
-                    StateDecoder* decoder = nullptr)
-      : store_(store), puts_(puts), limits_(limits), decoder_(decoder) {}
+  // `store`, `puts`, `auth` and `decoder` (dense gets' codec; the CPU reference when null) must
+  // outlive the service.
+  StateCacheService(core::CheckpointStore* store, PutPipeline* puts, Authorizer* auth,
+                    ServiceLimits limits, StateDecoder* decoder = nullptr)
+      : store_(store), puts_(puts), auth_(auth), limits_(limits), decoder_(decoder) {}
 
   grpc::Status RegisterNamespace(grpc::ServerContext* context,
                                  const v1::RegisterNamespaceRequest* request,
@@ -57,6 +59,7 @@ class StateCacheService final : public v1::StateCache::Service {
  private:
   core::CheckpointStore* const store_;
   PutPipeline* const puts_;
+  Authorizer* const auth_;
   const ServiceLimits limits_;
   StateDecoder* const decoder_;
 };

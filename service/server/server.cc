@@ -18,7 +18,7 @@
 #include "service/metrics/registry.h"
 #include "service/metrics/text_format.h"
 #include "service/admin/admin_http_server.h"
-#include "service/grpc/auth_service.h"
+#include "service/grpc/authorizer.h"
 #include "service/config/auth_tokens.h"
 #include "service/grpc/data_plane_service.h"
 #include "service/config/host_port.h"
@@ -98,45 +98,39 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   // The store was built on the monotonic clock (BuildStore passes none).
   s->puts_ =
       std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->encoder_.get());
-  s->service_ = std::make_unique<StateCacheService>(
-      s->store_.get(), s->puts_.get(), ServiceLimits{config.chunk_bytes}, s->decoder_.get());
-
   // TLS and tokens are read again here (LoadConfig checked them): the files may have changed.
   LC_ASSIGN_OR_RETURN(const std::optional<ServerTlsMaterial> tls, LoadServerTls(config));
-  // One read of the tokens file for every service, so they all check against the same table.
+  // One read of the tokens file and one authorizer for every service, so they all check against
+  // the same table.
   std::optional<TokenTable> tokens;
   if (!config.tokens_file.empty()) {
     LC_ASSIGN_OR_RETURN(TokenTable table, TokenTable::Load(config.tokens_file));
     tokens.emplace(std::move(table));
-    s->auth_service_ = std::make_unique<AuthenticatedStateCacheService>(
-        *tokens, s->service_.get(), s->store_.get(), s->puts_.get(), core::MonotonicClock());
   }
+  s->auth_ = std::make_unique<Authorizer>(std::move(tokens), s->store_.get(),
+                                          core::MonotonicClock());
+  s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(), s->auth_.get(),
+                                                    ServiceLimits{config.chunk_bytes},
+                                                    s->decoder_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, ServerCredentialsFor(tls), &port);
   DataPlaneOptions data_plane;
-  data_plane.tokens = tokens;
   data_plane.cuda_device = static_cast<int>(config.gpu_device);
   data_plane.decoder = s->decoder_.get();
-  s->data_plane_ =
-      std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(), std::move(data_plane));
+  s->data_plane_ = std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(),
+                                                      s->auth_.get(), std::move(data_plane));
   builder.RegisterService(s->data_plane_.get());
   s->decode_sessions_ =
       std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
-  s->decode_tokens_ = tokens;
-  s->decode_service_ = std::make_unique<DecodeService>(
-      s->decode_sessions_.get(), s->store_.get(),
-      s->decode_tokens_.has_value() ? &*s->decode_tokens_ : nullptr, s->data_plane_.get());
+  s->decode_service_ = std::make_unique<DecodeService>(s->decode_sessions_.get(), s->store_.get(),
+                                                      s->auth_.get(), s->data_plane_.get());
   s->decode_metrics_ =
       std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
   builder.RegisterService(s->decode_service_.get());
-  if (s->auth_service_ != nullptr) {
-    builder.RegisterService(s->auth_service_.get());
-  } else {
-    builder.RegisterService(s->service_.get());
-  }
+  builder.RegisterService(s->service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,

@@ -35,7 +35,7 @@ class Registry;
 namespace leapcache::server {
 
 class AdminHttpServer;
-class AuthenticatedStateCacheService;
+class Authorizer;
 class DataPlaneService;
 class PutPipeline;
 class RpcMetrics;
@@ -76,15 +76,14 @@ class Server {
   std::unique_ptr<StateEncoder> encoder_;  // dense puts' codec (state_encoder.h)
   std::unique_ptr<StateDecoder> decoder_;  // dense gets' kernels; null: the CPU reference
   std::unique_ptr<PutPipeline> puts_;
+  // Every service's token and tenant checks (authorizer.h); declared before the services.
+  std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<StateCacheService> service_;
-  // In front of service_ when tokens_file is set (auth_service.h); null otherwise.
-  std::unique_ptr<AuthenticatedStateCacheService> auth_service_;
   // Checkpoint transfers into engines' own buffers (data_plane.proto); also carries the vectors
   // of data-plane decode steps, so it outlives the decode service.
   std::unique_ptr<DataPlaneService> data_plane_;
   // Attached decode (decode.proto): live-state sessions and their gRPC service.
   std::unique_ptr<decode::DecodeSessionTable> decode_sessions_;
-  std::optional<TokenTable> decode_tokens_;  // when tokens_file is set
   std::unique_ptr<DecodeService> decode_service_;
   std::unique_ptr<DecodeMetrics> decode_metrics_;
   std::unique_ptr<grpc::Server> grpc_server_;

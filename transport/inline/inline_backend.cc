@@ -12,8 +12,7 @@ class InlineService final : public ServiceBackend {
   absl::Status status() const override { return absl::OkStatus(); }
   Capabilities capabilities() const override { return {true, CudaAccess::kNone}; }
   bool CanServe(const Offer&, const PeerInfo&) const override { return true; }
-  absl::StatusOr<std::unique_ptr<PeerConnection>> Connect(const Offer&,
-                                                          const PeerInfo&) override {
+  absl::StatusOr<std::unique_ptr<PeerConnection>> Connect(const Offer&, const PeerInfo&) override {
     return std::unique_ptr<PeerConnection>();
   }
 };
@@ -22,8 +21,7 @@ class InlineEngine final : public EngineBackend {
  public:
   TransportKind kind() const override { return TransportKind::kInline; }
   bool cuda_memory() const override { return false; }
-  absl::StatusOr<std::unique_ptr<EngineBuffer>> Register(void* ptr, size_t,
-                                                         MemoryKind) override {
+  absl::StatusOr<std::unique_ptr<EngineBuffer>> Register(void* ptr, size_t, MemoryKind) override {
     return std::make_unique<RegisteredBuffer>(static_cast<uint8_t*>(ptr), nullptr, nullptr,
                                               std::nullopt);
   }

@@ -79,8 +79,8 @@ class NcclEngine final : public EngineBackend {
     }
     LC_ASSIGN_OR_RETURN(const int device, DeviceOfPointer(ptr));
     if (device != device_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer is on CUDA device ", device, ", the session's NCCL link on ", device_));
+      return absl::InvalidArgumentError(absl::StrCat("buffer is on CUDA device ", device,
+                                                     ", the session's NCCL link on ", device_));
     }
     // The service addresses no engine memory over NCCL: the descriptor is for range checks.
     BufferDescriptor d;
@@ -142,8 +142,6 @@ absl::StatusOr<std::unique_ptr<EngineBackend>> MakeEngine(const EngineSettings& 
 
 }  // namespace
 
-Backend NcclBackend() {
-  return {TransportKind::kNccl, /*in_band=*/false, MakeService, MakeEngine};
-}
+Backend NcclBackend() { return {TransportKind::kNccl, /*in_band=*/false, MakeService, MakeEngine}; }
 
 }  // namespace leapcache::transport

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "service/grpc/auth_service.h"
+#include "service/grpc/authorizer.h"
 #include "service/config/auth_tokens.h"
 #include "service/config/config.h"
 

@@ -4,7 +4,7 @@
 
 #include "transport/backend.h"
 #include "transport/inline/inline_backend.h"
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
 #include "transport/cuda_ipc/cuda_ipc_backend.h"
 #endif
 #ifdef LEAPCACHE_TRANSPORT_NCCL
@@ -19,7 +19,7 @@ namespace leapcache::transport {
 std::span<const Backend> Backends() {
   // In the service's order of preference (backend.h).
   static const std::vector<Backend> table = {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
       CudaIpcBackend(),
 #endif
 #ifdef LEAPCACHE_TRANSPORT_NCCL

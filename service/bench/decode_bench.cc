@@ -48,7 +48,7 @@
 #include "service/decode/cpu_decode_backend.h"
 #include "service/server/large_allocations.h"
 #include "service/server/server.h"
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "service/decode/cuda_decode_backend.h"
@@ -160,12 +160,12 @@ std::span<const uint8_t> Bytes(const std::vector<uint16_t>& w) {
 class StepBuffer {
  public:
   StepBuffer(bool device, size_t bytes) : device_(device), host_(device ? 0 : bytes) {
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
     if (device && cudaMalloc(&device_ptr_, bytes) != cudaSuccess) device_ptr_ = nullptr;
 #endif
   }
   ~StepBuffer() {
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
     if (device_ptr_ != nullptr) cudaFree(device_ptr_);
 #endif
   }
@@ -175,7 +175,7 @@ class StepBuffer {
       std::memcpy(host_.data() + offset, src, n);
       return;
     }
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
     cudaMemcpy(static_cast<uint8_t*>(device_ptr_) + offset, src, n, cudaMemcpyHostToDevice);
 #endif
   }
@@ -184,7 +184,7 @@ class StepBuffer {
       std::memcpy(dst, host_.data() + offset, n);
       return;
     }
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
     cudaMemcpy(dst, static_cast<const uint8_t*>(device_ptr_) + offset, n, cudaMemcpyDeviceToHost);
 #endif
   }
@@ -219,7 +219,7 @@ Timing Time(int steps, F&& step) {
 absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> InProcess(const std::string& backend,
                                                                  const decode::DecodeShape& s,
                                                                  int device) {
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
   if (backend == "cuda") {
     absl::StatusOr<std::unique_ptr<decode::CudaDecodeBackend>> b =
         decode::CudaDecodeBackend::Create(s, device);
@@ -282,7 +282,7 @@ int Run(const Flags& flags) {
       attach.transports = {client::Transport::kUcx};
       attach.ucx_transports = "tcp";
     } else {
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
       cudaSetDevice(flags.local_device);
 #endif
       identity.gpu_index = flags.local_device;

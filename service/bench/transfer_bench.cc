@@ -34,7 +34,7 @@
 #include "service/server/large_allocations.h"
 #include "service/server/server.h"
 
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
@@ -112,7 +112,7 @@ double MemcpyGbps(size_t bytes, int reps) {
   return bytes / Median(t) / 1e9;
 }
 
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
 bool HaveGpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -214,13 +214,13 @@ class EngineBuffer {
       host_.resize(bytes);
       ptr_ = host_.data();
     } else {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
       if (cudaMalloc(&ptr_, bytes) != cudaSuccess) Die("cudaMalloc", absl::InternalError(""));
 #endif
     }
   }
   ~EngineBuffer() {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
     if (kind_ == MemoryKind::kCuda) cudaFree(ptr_);
 #endif
   }
@@ -230,7 +230,7 @@ class EngineBuffer {
       std::memcpy(ptr_, src.data(), src.size());
       return;
     }
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
     cudaMemcpy(ptr_, src.data(), src.size(), cudaMemcpyHostToDevice);
 #endif
   }
@@ -239,7 +239,7 @@ class EngineBuffer {
     if (kind_ == MemoryKind::kHost) {
       std::memcpy(out.data(), ptr_, n);
     } else {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
       cudaMemcpy(out.data(), ptr_, n, cudaMemcpyDeviceToHost);
 #endif
     }
@@ -316,7 +316,7 @@ Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport tr
   if (memory == MemoryKind::kHost) {
     row.copy_gbps = MemcpyGbps(payload.size(), std::max(f.reps, 5));
   } else {
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
     row.copy_gbps = DeviceCopyGbps(payload.size(), std::max(f.reps, 5), 0, f.engine_gpu);
 #endif
   }
@@ -353,7 +353,7 @@ int Main(int argc, char** argv) {
   std::vector<std::pair<Transport, MemoryKind>> runs = {{Transport::kInline, MemoryKind::kHost},
                                                        {Transport::kUcx, MemoryKind::kHost}};
   bool gpu = false;
-#ifdef LEAPCACHE_TRANSPORT_CUDA
+#ifdef LEAPCACHE_WITH_CUDA
   gpu = HaveGpu();
   if (gpu && cudaSetDevice(f.engine_gpu) != cudaSuccess) {
     Die("engine GPU", absl::InvalidArgumentError(absl::StrCat("no CUDA device ", f.engine_gpu)));

@@ -120,7 +120,7 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid(absl::StrCat("max_metadata_bytes must be in [1024, ", INT32_MAX, "] (got ",
                                 c.max_metadata_bytes, ")"));
   }
-#ifndef LEAPCACHE_HAVE_CUDA_TIER
+#ifndef LEAPCACHE_WITH_CUDA
   if (c.gpu_memory_budget > 0) {
     return Invalid("gpu_memory_budget needs a server built with CUDA (this one was not)");
   }

@@ -7,7 +7,7 @@
 #include "base/lock.h"
 #include "base/status_macros.h"
 #include "service/decode/cpu_decode_backend.h"
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
 #include "service/decode/cuda_decode_backend.h"
 #endif
 
@@ -22,7 +22,7 @@ absl::StatusOr<BackendChoice> ParseBackendChoice(const std::string& s) {
 }
 
 bool CudaBackendBuilt() {
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
   return true;
 #else
   return false;
@@ -45,7 +45,7 @@ DecodeSessionTable::~DecodeSessionTable() {
 absl::StatusOr<std::unique_ptr<DecodeBackend>> DecodeSessionTable::MakeBackend(
     const DecodeShape& shape) const {
   if (options_.backend != BackendChoice::kCpu) {
-#ifdef LEAPCACHE_HAVE_CUDA_BACKEND
+#ifdef LEAPCACHE_WITH_CUDA
     absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> cuda =
         CudaDecodeBackend::Create(shape, options_.device);
     if (cuda.ok()) return std::unique_ptr<DecodeBackend>(*std::move(cuda));

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
 #include "service/cuda/kernel_decoder.h"
 #endif
 
@@ -31,7 +31,7 @@ class CpuDecoder final : public StateDecoder {
   }
 };
 
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
 // States per launch: 4 MiB of fp32 (2 MiB of bf16) states out, a few MiB of regions in.
 constexpr int kKernelBatch = 64;
 
@@ -70,7 +70,7 @@ StateDecoder& CpuStateDecoder() {
 }
 
 absl::StatusOr<std::unique_ptr<StateDecoder>> MakeKernelStateDecoder(int device) {
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
   absl::StatusOr<std::unique_ptr<cuda::KernelDecoder>> kernels =
       cuda::KernelDecoder::Create(device, kKernelBatch);
   if (!kernels.ok()) return kernels.status();

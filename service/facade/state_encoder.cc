@@ -1,7 +1,7 @@
 #include "service/facade/state_encoder.h"
 
 #include "absl/strings/str_cat.h"
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
 #include "service/cuda/kernel_encoder.h"
 #endif
 
@@ -30,7 +30,7 @@ class CpuStateEncoder final : public StateEncoder {
   }
 };
 
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
 // States per launch: a 1 MiB upload chunk holds 16 fp32 or 32 bf16 128 x 128 states.
 constexpr int kKernelBatch = 64;
 
@@ -72,7 +72,7 @@ class KernelStateEncoder final : public StateEncoder {
 std::unique_ptr<StateEncoder> MakeCpuStateEncoder() { return std::make_unique<CpuStateEncoder>(); }
 
 absl::StatusOr<std::unique_ptr<StateEncoder>> MakeKernelStateEncoder(int device) {
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
   absl::StatusOr<std::unique_ptr<cuda::KernelEncoder>> kernels =
       cuda::KernelEncoder::Create(device, kKernelBatch);
   if (!kernels.ok()) return kernels.status();

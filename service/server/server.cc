@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/core/clock.h"
 #include "service/core/host_tier.h"
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
 #include "service/cuda/device_tier.h"
 #endif
 #include "base/status_macros.h"
@@ -35,7 +35,7 @@ constexpr char kServiceName[] = "leapcache.v1.StateCache";
 
 absl::StatusOr<std::unique_ptr<core::CheckpointStore>> BuildStore(const ServerConfig& c) {
   std::vector<std::unique_ptr<core::MemoryTier>> tiers;
-#ifdef LEAPCACHE_HAVE_CUDA_TIER
+#ifdef LEAPCACHE_WITH_CUDA
   if (c.gpu_memory_budget > 0) {
     LC_ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceTier> gpu,
                         cuda::DeviceTier::Create("gpu", static_cast<int>(c.gpu_device),

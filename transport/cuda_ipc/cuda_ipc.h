@@ -9,7 +9,7 @@
 // The engine's liveness is its process (same host: kill(pid, 0)); a transfer to a process that
 // is gone fails with UNAVAILABLE before any copy.
 // CUDA refuses to open a handle in the process that exported it, so both sides are separate
-// processes. Built with the CUDA toolkit only (LEAPCACHE_TRANSPORT_CUDA).
+// processes. Built with the CUDA toolkit only (LEAPCACHE_WITH_CUDA).
 #pragma once
 
 #include <sys/types.h>

@@ -10,7 +10,7 @@
 
 #include "service/core/checkpoint_store.h"
 #include "service/core/host_tier.h"
-#include "tests/unit/service/test_util.h"
+#include "tests/unit/core/test_util.h"
 
 namespace leapcache::cuda {
 namespace {

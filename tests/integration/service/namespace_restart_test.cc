@@ -14,7 +14,7 @@
 #include "leapcache/v1/state_cache.grpc.pb.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/process.h"
-#include "tests/unit/service/test_util.h"
+#include "tests/unit/core/test_util.h"
 
 namespace leapcache::testing {
 namespace {

@@ -13,7 +13,7 @@
 #include "service/core/host_tier.h"
 #include "service/decode/decode_session_table.h"
 #include "tests/unit/decode/decode_test_util.h"
-#include "tests/unit/service/test_util.h"
+#include "tests/unit/core/test_util.h"
 
 namespace leapcache::decode {
 namespace {

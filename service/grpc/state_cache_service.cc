@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "gpu/format.h"
 #include "base/status_macros.h"
@@ -58,6 +59,18 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointSto
     LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
   }
   return CheckpointReader::Open(store, r, decoder);
+}
+
+// Delete, Pin and Unpin: `op` on one checkpoint by key, once the caller may reach the namespace,
+// the hash parses and the namespace tag is current.
+template <typename Request>
+absl::Status OnKey(const Authorizer& auth, core::CheckpointStore& store,
+                   const grpc::ServerContext& context, const Request& request,
+                   absl::FunctionRef<absl::Status(core::NamespaceId, const core::BlockHash&)> op) {
+  LC_RETURN_IF_ERROR(auth.CallerFor(context, request.namespace_id()).status());
+  LC_ASSIGN_OR_RETURN(const core::BlockHash hash, HashFromProto(request.hash(), "hash"));
+  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
+  return op(request.namespace_id(), hash);
 }
 
 }  // namespace
@@ -205,50 +218,23 @@ grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetR
 
 grpc::Status StateCacheService::Delete(grpc::ServerContext* context,
                                        const v1::DeleteRequest* request, v1::DeleteResponse*) {
-  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
-      !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
-  if (!hash.ok()) return ToGrpcStatus(hash.status());
-  if (absl::Status st =
-          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
-      !st.ok()) {
-    return ToGrpcStatus(st);
-  }
-  return ToGrpcStatus(store_->Delete(request->namespace_id(), *hash));
+  return ToGrpcStatus(
+      OnKey(*auth_, *store_, *context, *request,
+            [&](core::NamespaceId ns, const core::BlockHash& h) { return store_->Delete(ns, h); }));
 }
 
-grpc::Status StateCacheService::Pin(grpc::ServerContext* context,
-                                    const v1::PinRequest* request, v1::PinResponse*) {
-  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
-      !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
-  if (!hash.ok()) return ToGrpcStatus(hash.status());
-  if (absl::Status st =
-          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
-      !st.ok()) {
-    return ToGrpcStatus(st);
-  }
-  return ToGrpcStatus(store_->Pin(request->namespace_id(), *hash));
+grpc::Status StateCacheService::Pin(grpc::ServerContext* context, const v1::PinRequest* request,
+                                    v1::PinResponse*) {
+  return ToGrpcStatus(
+      OnKey(*auth_, *store_, *context, *request,
+            [&](core::NamespaceId ns, const core::BlockHash& h) { return store_->Pin(ns, h); }));
 }
 
-grpc::Status StateCacheService::Unpin(grpc::ServerContext* context,
-                                      const v1::UnpinRequest* request, v1::UnpinResponse*) {
-  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
-      !caller.ok()) {
-    return ToGrpcStatus(caller.status());
-  }
-  absl::StatusOr<core::BlockHash> hash = HashFromProto(request->hash(), "hash");
-  if (!hash.ok()) return ToGrpcStatus(hash.status());
-  if (absl::Status st =
-          store_->CheckNamespaceTag(request->namespace_id(), request->namespace_tag());
-      !st.ok()) {
-    return ToGrpcStatus(st);
-  }
-  return ToGrpcStatus(store_->Unpin(request->namespace_id(), *hash));
+grpc::Status StateCacheService::Unpin(grpc::ServerContext* context, const v1::UnpinRequest* request,
+                                      v1::UnpinResponse*) {
+  return ToGrpcStatus(
+      OnKey(*auth_, *store_, *context, *request,
+            [&](core::NamespaceId ns, const core::BlockHash& h) { return store_->Unpin(ns, h); }));
 }
 
 grpc::Status StateCacheService::Stats(grpc::ServerContext* context, const v1::StatsRequest*,

@@ -138,13 +138,14 @@ struct AttachedEngine::Impl {
   absl::Time WaitDeadline(bool call_ok, absl::Time deadline) const {
     return call_ok ? deadline : std::min(deadline, absl::Now() + absl::Seconds(2));
   }
-  void DetachRemote() {
+  // Ends the session at the service.
+  grpc::Status DetachRemote() {
     v1::DetachRequest q;
     q.set_session_id(session_id);
     v1::DetachResponse r;
     grpc::ClientContext c;
     Deadline(&c, options.rpc_timeout);
-    stub->Detach(&c, q, &r);
+    return stub->Detach(&c, q, &r);
   }
   void KeepaliveLoop() {
     while (!stop_keepalive.WaitForNotificationWithTimeout(session_ttl / 3)) {
@@ -268,12 +269,7 @@ absl::Status AttachedEngine::Detach() {
   absl::MutexLock lock(&m.mu);
   if (m.detached) return absl::OkStatus();
   m.detached = true;
-  v1::DetachRequest q;
-  q.set_session_id(m.session_id);
-  v1::DetachResponse r;
-  grpc::ClientContext c;
-  m.Deadline(&c, m.options.rpc_timeout);
-  const grpc::Status st = m.stub->Detach(&c, q, &r);
+  const grpc::Status st = m.DetachRemote();
   // The service no longer reaches the buffers: unregister them locally, then end the link.
   m.buffers.clear();
   m.link.reset();

@@ -4,9 +4,12 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "service/grpc/data_plane_service.h"
 #include "service/grpc/grpc_status.h"
 #include "service/grpc/proto_convert.h"
 
@@ -137,12 +140,11 @@ grpc::Status DecodeService::CommitSlot(grpc::ServerContext* context,
 }
 
 absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context,
-                                             const v1::StepRequest& request,
-                                             decode::DecodeSession& session,
-                                             decode::WireDType in_dtype,
-                                             decode::WireDType out_dtype,
-                                             std::span<const int32_t> slot,
-                                             StepScratch* scratch) {
+                                              const v1::StepRequest& request,
+                                              decode::DecodeSession& session,
+                                              decode::WireDType in_dtype,
+                                              decode::WireDType out_dtype,
+                                              std::span<const int32_t> slot, StepScratch* scratch) {
   if (data_plane_ == nullptr) {
     return absl::FailedPreconditionError("this server has no data plane for decode steps");
   }
@@ -155,8 +157,8 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
   const decode::DecodeShape& shape = session.info().shape;
   // Each slot appears at most once in a batch: bounding B bounds the staging memory.
   if (slot.empty() || slot.size() > static_cast<size_t>(shape.slots)) {
-    return absl::InvalidArgumentError(absl::StrCat("slot holds ", slot.size(),
-                                                   " entries; a batch has 1..", shape.slots));
+    return absl::InvalidArgumentError(
+        absl::StrCat("slot holds ", slot.size(), " entries; a batch has 1..", shape.slots));
   }
   const size_t bh = slot.size() * static_cast<size_t>(shape.heads);
   const size_t qk_bytes = bh * shape.spec.dk * decode::WireBytes(in_dtype);
@@ -165,9 +167,10 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
   scratch->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
   scratch->out.resize(bh * shape.spec.dv * decode::WireBytes(out_dtype));
   const v1::StepBuffers& b = request.buffers();
-  return data_plane_->RunStep(
-      context, b.data_plane_session_id(), b.buffer_id(), b.input_offset(), scratch->in,
-      b.output_offset(), scratch->out, [&]() -> absl::Status {
+  LC_ASSIGN_OR_RETURN(const std::string caller, auth_->Caller(context));
+  return data_plane_->Step(
+      DataPlaneCallOf(context, caller), b.data_plane_session_id(), b.buffer_id(), b.input_offset(),
+      scratch->in, b.output_offset(), scratch->out, [&]() -> absl::Status {
         const uint8_t* p = scratch->in.data();
         // g and beta are copied out: the packed buffer gives them no float alignment.
         scratch->g.resize(g_count);
@@ -213,8 +216,8 @@ grpc::Status DecodeService::Step(
     slot.assign(request.slot().begin(), request.slot().end());
     const decode::DecodeShape& shape = session->info().shape;
     if (request.has_buffers()) {
-      if (absl::Status st = StepOverDataPlane(*context, request, *session, *in_dtype, *out_dtype,
-                                              slot, &buffers);
+      if (absl::Status st =
+              StepOverDataPlane(*context, request, *session, *in_dtype, *out_dtype, slot, &buffers);
           !st.ok()) {
         return ToGrpcStatus(st);
       }

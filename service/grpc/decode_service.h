@@ -3,7 +3,7 @@
 // (service/decode/decode_session_table.h). Handlers check the request, pass the wire arrays
 // (fp32 / bf16, little-endian) to the session as they are, and return the outputs. A step may
 // instead name a buffer of the engine's data-plane session: its vectors then move over that
-// session's transport (DataPlaneService::RunStep), not in the messages.
+// session's transport (DataPlane::Step), not in the messages.
 //
 // Every handler first asks the Authorizer (authorizer.h): with bearer tokens every call must
 // carry a valid token (UNAUTHENTICATED otherwise), a session is opened only on the caller's
@@ -18,7 +18,7 @@
 #include "leapcache/v1/decode.grpc.pb.h"
 #include "service/decode/decode_session_table.h"
 #include "service/grpc/authorizer.h"
-#include "service/grpc/data_plane_service.h"
+#include "service/facade/data_plane.h"
 
 namespace leapcache::server {
 
@@ -27,7 +27,7 @@ class DecodeService final : public v1::Decode::Service {
   // Every pointer must outlive the service; `data_plane` null: steps over the data plane
   // (StepRequest.buffers) are FAILED_PRECONDITION.
   DecodeService(decode::DecodeSessionTable* sessions, const core::CheckpointStore* store,
-                const Authorizer* auth, DataPlaneService* data_plane = nullptr)
+                const Authorizer* auth, DataPlane* data_plane = nullptr)
       : sessions_(sessions), store_(store), auth_(auth), data_plane_(data_plane) {}
 
   grpc::Status OpenSession(grpc::ServerContext* context,
@@ -63,7 +63,7 @@ class DecodeService final : public v1::Decode::Service {
   decode::DecodeSessionTable* const sessions_;
   const core::CheckpointStore* const store_;
   const Authorizer* const auth_;
-  DataPlaneService* const data_plane_;
+  DataPlane* const data_plane_;
 };
 
 }  // namespace leapcache::server

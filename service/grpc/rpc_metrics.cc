@@ -1,6 +1,7 @@
 #include "service/grpc/rpc_metrics.h"
 
 #include <chrono>
+#include <initializer_list>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -8,24 +9,25 @@
 namespace leapcache::server {
 namespace {
 
-constexpr absl::string_view kServices[][2] = {
-    {"/leapcache.v1.StateCache/", "StateCache/"},
-    {"/grpc.health.v1.Health/", "Health/"},
+// Each service's path prefix, its label prefix and its methods: the only label values.
+struct ServiceMethods {
+  absl::string_view path;
+  absl::string_view label;
+  std::initializer_list<absl::string_view> methods;
 };
-constexpr absl::string_view kMethods[] = {
-    "RegisterNamespace",
-    "Lookup",
-    "ReservePut",
-    "UploadPut",
-    "CommitPut",
-    "AbortPut",
-    "Get",
-    "Delete",
-    "Pin",
-    "Unpin",
-    "Stats",
-    "Check",
-    "Watch",
+const ServiceMethods kServices[] = {
+    {"/leapcache.v1.StateCache/",
+     "StateCache/",
+     {"RegisterNamespace", "Lookup", "ReservePut", "UploadPut", "CommitPut", "AbortPut", "Get",
+      "Delete", "Pin", "Unpin", "Stats"}},
+    {"/leapcache.v1.DataPlane/",
+     "DataPlane/",
+     {"Attach", "Keepalive", "Detach", "RegisterBuffer", "ReleaseBuffer", "TransferGet",
+      "TransferPut"}},
+    {"/leapcache.v1.Decode/",
+     "Decode/",
+     {"OpenSession", "CloseSession", "ResetSlot", "LoadSlot", "CommitSlot", "Step"}},
+    {"/grpc.health.v1.Health/", "Health/", {"Check", "Watch"}},
 };
 
 class Interceptor final : public grpc::experimental::Interceptor {
@@ -70,11 +72,9 @@ RpcMetrics::RpcMetrics(metrics::Registry* registry)
                                        "RPC latency on the server, by method.",
                                        metrics::LatencySecondsBuckets())) {
   // Series exist from the start, so rates and quantiles are defined before the first call.
-  for (const auto& service : kServices) {
-    for (absl::string_view m : kMethods) {
-      const bool health = service[1] == "Health/";
-      if (health != (m == "Check" || m == "Watch")) continue;
-      const std::string label = absl::StrCat(service[1], m);
+  for (const ServiceMethods& service : kServices) {
+    for (absl::string_view m : service.methods) {
+      const std::string label = absl::StrCat(service.label, m);
       duration_.Add({{"method", label}});
       calls_.Add({{"method", label}, {"code", "OK"}});
     }
@@ -82,11 +82,11 @@ RpcMetrics::RpcMetrics(metrics::Registry* registry)
 }
 
 std::string RpcMetrics::MethodLabel(absl::string_view path) {
-  for (const auto& service : kServices) {
-    if (!absl::StartsWith(path, service[0])) continue;
-    const absl::string_view method = path.substr(service[0].size());
-    for (absl::string_view m : kMethods) {
-      if (m == method) return absl::StrCat(service[1], m);
+  for (const ServiceMethods& service : kServices) {
+    if (!absl::StartsWith(path, service.path)) continue;
+    const absl::string_view method = path.substr(service.path.size());
+    for (absl::string_view m : service.methods) {
+      if (m == method) return absl::StrCat(service.label, m);
     }
   }
   return "unknown";

@@ -3,8 +3,8 @@
 //   leapcache_rpcs_total{method,code}            calls finished, by status code
 //   leapcache_rpc_duration_seconds{method}       histogram, from the call's start on the server
 //                                                 to its status being sent (streams included)
-// `method` is "StateCache/<Rpc>" or "Health/<Rpc>"; calls to any other path count as
-// "unknown", so clients cannot create series at will.
+// `method` is "<Service>/<Rpc>" for StateCache, DataPlane, Decode and Health; calls to any
+// other path count as "unknown", so clients cannot create series at will.
 #pragma once
 
 #include <grpcpp/support/server_interceptor.h>

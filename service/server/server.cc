@@ -120,9 +120,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   DataPlaneOptions data_plane;
   data_plane.cuda_device = static_cast<int>(config.gpu_device);
   data_plane.decoder = s->decoder_.get();
-  s->data_plane_ = std::make_unique<DataPlaneService>(s->store_.get(), s->puts_.get(),
-                                                      s->auth_.get(), std::move(data_plane));
-  builder.RegisterService(s->data_plane_.get());
+  s->data_plane_ = std::make_unique<DataPlane>(s->store_.get(), s->puts_.get(), data_plane);
+  s->data_plane_metrics_ = std::make_unique<DataPlaneMetrics>(s->registry_.get());
+  s->data_plane_service_ = std::make_unique<DataPlaneService>(
+      s->data_plane_.get(), s->store_.get(), s->auth_.get(), s->data_plane_metrics_.get());
+  builder.RegisterService(s->data_plane_service_.get());
   s->decode_sessions_ =
       std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
   s->decode_service_ = std::make_unique<DecodeService>(s->decode_sessions_.get(), s->store_.get(),

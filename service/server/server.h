@@ -20,6 +20,7 @@
 #include "service/core/checkpoint_store.h"
 #include "service/config/config.h"
 #include "service/admin/decode_metrics.h"
+#include "service/grpc/data_plane_service.h"
 #include "service/grpc/decode_service.h"
 #include "service/facade/state_decoder.h"
 #include "service/facade/state_encoder.h"
@@ -79,9 +80,12 @@ class Server {
   // Every service's token and tenant checks (authorizer.h); declared before the services.
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<StateCacheService> service_;
-  // Checkpoint transfers into engines' own buffers (data_plane.proto); also carries the vectors
+  // Checkpoint transfers into engines' own buffers (data_plane.proto): the sessions and the
+  // movement (facade), their metrics and their gRPC service. The facade also carries the vectors
   // of data-plane decode steps, so it outlives the decode service.
-  std::unique_ptr<DataPlaneService> data_plane_;
+  std::unique_ptr<DataPlane> data_plane_;
+  std::unique_ptr<DataPlaneMetrics> data_plane_metrics_;
+  std::unique_ptr<DataPlaneService> data_plane_service_;
   // Attached decode (decode.proto): live-state sessions and their gRPC service.
   std::unique_ptr<decode::DecodeSessionTable> decode_sessions_;
   std::unique_ptr<DecodeService> decode_service_;

@@ -14,12 +14,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/loopback_http.h"
 #include "tests/integration/service/checkpoint_data.h"
-#include "tests/integration/service/http_get.h"
 #include "tests/integration/service/service_fixture.h"
 
 namespace leapcache::testing {
 namespace {
+
+using base::FreeTcpPort;
+using base::HttpGet;
+using base::HttpResponse;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 constexpr char kPromtool[] = "/usr/bin/promtool";
@@ -104,8 +108,7 @@ TEST_F(PrometheusTest, IdleConnectionsDoNotFailTheProbes) {
     usleep(400 * 1000);
   }
   for (int fd : idle) close(fd);
-  EXPECT_EQ(answered, 16) << "probes answered within 2 s beside " << kIdle
-                          << " idle connections";
+  EXPECT_EQ(answered, 16) << "probes answered within 2 s beside " << kIdle << " idle connections";
 }
 
 TEST_F(PrometheusTest, PromtoolAcceptsAScrape) {

@@ -2,6 +2,8 @@
 // binary: UCX transfers between the server and an engine in another process, the inline
 // fallback, bad input, and the fault cases (engine killed or stalled mid-transfer: the put never
 // becomes visible, the get fails cleanly, leases and reservations are released).
+#include "leapcache/data_plane.h"
+
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
@@ -10,8 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "leapcache/data_plane.h"
+#include "base/loopback_http.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/service_fixture.h"
@@ -70,8 +75,8 @@ class DataPlaneTest : public ServiceTest {
   };
   HeldEngine StartHeldEngine(size_t bytes) {
     HeldEngine e;
-    auto child = Child::Spawn({LEAPCACHE_TRANSPORT_ENGINE_BIN, server_->target(), "hold",
-                               std::to_string(bytes)});
+    auto child = Child::Spawn(
+        {LEAPCACHE_TRANSPORT_ENGINE_BIN, server_->target(), "hold", std::to_string(bytes)});
     EXPECT_TRUE(child.ok()) << child.status();
     if (!child.ok()) return e;
     e.child = std::move(child).value();
@@ -122,10 +127,9 @@ class DataPlaneTest : public ServiceTest {
 TEST_F(DataPlaneTest, EngineProcessPutsAndGetsOverUcxByteExact) {
   const client::NamespaceSpec spec = SmallNamespace("tenant-transport", 2, 4, 32);
   const client::NamespaceInfo ns = Register(spec);
-  absl::StatusOr<RunResult> run =
-      RunProgram({LEAPCACHE_TRANSPORT_ENGINE_BIN, server_->target(), "roundtrip",
-                  std::to_string(ns.id), "2", "4", "32"},
-                 {}, absl::Seconds(120));
+  absl::StatusOr<RunResult> run = RunProgram({LEAPCACHE_TRANSPORT_ENGINE_BIN, server_->target(),
+                                              "roundtrip", std::to_string(ns.id), "2", "4", "32"},
+                                             {}, absl::Seconds(120));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 0) << run->output;
   EXPECT_EQ(run->output, "ok\n");
@@ -162,6 +166,66 @@ TEST_F(DataPlaneTest, InlineTransportServesTheSameApi) {
   EXPECT_EQ(got->total_bytes, blobs.size());
   EXPECT_TRUE(std::equal(blobs.begin(), blobs.end(), buffer.begin()));
   EXPECT_EQ(got->crc32c, client::Crc32c(blobs));
+}
+
+// The value of the series `name` whose label set holds every one of `labels`, from a /metrics
+// body; -1 if absent.
+double Series(const std::string& body, const std::string& name,
+              const std::vector<std::string>& labels) {
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (!absl::StartsWith(line, name + "{")) continue;
+    bool all = true;
+    for (const std::string& l : labels) all = all && absl::StrContains(line, l);
+    double v = 0;
+    if (all && absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
+  }
+  return -1;
+}
+
+TEST_F(DataPlaneTest, TransfersAreCountedAndTimedPhaseByPhaseInTheMetrics) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-phases", 2, 4, 16);
+  const client::NamespaceInfo ns = Register(spec);
+  auto engine = Attach("phases", {client::Transport::kUcx});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 5));
+  std::vector<uint8_t> buffer(blobs);
+  auto id = (*engine)->RegisterBuffer(buffer.data(), buffer.size(), client::MemoryKind::kHost);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(
+      (*engine)->PutFrom(Target(ns.id, TestHash(4), 1), std::nullopt, *id, 0, blobs.size()).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*engine)->GetInto({ns.id, TestHash(4), {}, std::nullopt}, *id, 0).ok());
+  }
+  auto missing = (*engine)->GetInto({ns.id, TestHash(99), {}, std::nullopt}, *id, 0);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+
+  absl::StatusOr<base::HttpResponse> r = base::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200);
+  const std::string& m = r->body;
+  EXPECT_EQ(Series(m, "leapcache_data_plane_transfers_total", {"op=\"get\"", "code=\"OK\""}), 3);
+  EXPECT_EQ(Series(m, "leapcache_data_plane_transfers_total", {"op=\"get\"", "code=\"NOT_FOUND\""}),
+            1);
+  EXPECT_EQ(Series(m, "leapcache_data_plane_transfers_total", {"op=\"put\"", "code=\"OK\""}), 1);
+  // Successful transfers only, every phase of the op once per transfer; none of the other op's.
+  for (const char* phase : {"session", "open", "list", "move"}) {
+    const std::string label = absl::StrCat("phase=\"", phase, "\"");
+    EXPECT_EQ(Series(m, "leapcache_data_plane_phase_seconds_count", {"op=\"get\"", label}), 3)
+        << phase;
+  }
+  for (const char* phase : {"session", "open", "move", "commit"}) {
+    const std::string label = absl::StrCat("phase=\"", phase, "\"");
+    EXPECT_EQ(Series(m, "leapcache_data_plane_phase_seconds_count", {"op=\"put\"", label}), 1)
+        << phase;
+  }
+  EXPECT_EQ(
+      Series(m, "leapcache_data_plane_phase_seconds_count", {"op=\"get\"", "phase=\"commit\""}),
+      -1);
+  // Moving the bytes takes time; the RPCs are labelled by their method.
+  EXPECT_GT(Series(m, "leapcache_data_plane_phase_seconds_sum", {"op=\"get\"", "phase=\"move\""}),
+            0);
+  EXPECT_EQ(Series(m, "leapcache_rpcs_total", {"method=\"DataPlane/TransferGet\"", "code=\"OK\""}),
+            3);
 }
 
 TEST_F(DataPlaneTest, BadInputGetsPreciseErrorsAndChangesNothing) {
@@ -340,10 +404,9 @@ TEST_F(DataPlaneTest, DetachEndsTheSession) {
   ASSERT_TRUE((*engine)->Detach().ok());
   EXPECT_EQ(Keepalive(session), grpc::StatusCode::NOT_FOUND);
   std::vector<uint8_t> buf(64);
-  EXPECT_EQ((*engine)->RegisterBuffer(buf.data(), buf.size(), client::MemoryKind::kHost)
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      (*engine)->RegisterBuffer(buf.data(), buf.size(), client::MemoryKind::kHost).status().code(),
+      absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -94,6 +94,10 @@ TEST(WireTest, FingerprintIgnoresTenantOnly) {
 TEST(WireTest, RpcMethodLabelsAreBounded) {
   EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.StateCache/Lookup"), "StateCache/Lookup");
   EXPECT_EQ(RpcMetrics::MethodLabel("/grpc.health.v1.Health/Check"), "Health/Check");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.DataPlane/TransferGet"),
+            "DataPlane/TransferGet");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.Decode/Step"), "Decode/Step");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.Decode/TransferGet"), "unknown");
   EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.StateCache/Nope"), "unknown");
   EXPECT_EQ(RpcMetrics::MethodLabel("/x.Y/Lookup"), "unknown");
 }

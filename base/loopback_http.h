@@ -1,5 +1,5 @@
 // A minimal HTTP/1.0 GET over a loopback TCP socket, for scraping the server's admin endpoint
-// and querying Prometheus' API in tests without an HTTP client library.
+// and querying Prometheus' API from tests and benchmarks without an HTTP client library.
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace leapcache::testing {
+namespace leapcache::base {
 
 struct HttpResponse {
   int status = 0;
@@ -22,4 +22,4 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
 // A TCP port on 127.0.0.1 that was free a moment ago (for programs that cannot bind port 0).
 int FreeTcpPort();
 
-}  // namespace leapcache::testing
+}  // namespace leapcache::base

@@ -1,4 +1,4 @@
-#include "tests/integration/service/http_get.h"
+#include "base/loopback_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace leapcache::testing {
+namespace leapcache::base {
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Duration timeout) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -75,4 +75,4 @@ int FreeTcpPort() {
   return port;
 }
 
-}  // namespace leapcache::testing
+}  // namespace leapcache::base

@@ -1,0 +1,58 @@
+#include "service/grpc/data_plane_metrics.h"
+
+#include <grpcpp/support/status_code_enum.h>
+
+#include "service/grpc/rpc_metrics.h"
+
+namespace leapcache::server {
+namespace {
+
+const char* OpLabel(TransferOp op) { return op == TransferOp::kGet ? "get" : "put"; }
+
+// The phases each op has: a get lists device blobs, a put commits.
+std::vector<TransferPhase> PhasesOf(TransferOp op) {
+  if (op == TransferOp::kGet) {
+    return {TransferPhase::kSession, TransferPhase::kOpen, TransferPhase::kList,
+            TransferPhase::kMove};
+  }
+  return {TransferPhase::kSession, TransferPhase::kOpen, TransferPhase::kMove,
+          TransferPhase::kCommit};
+}
+
+}  // namespace
+
+std::vector<double> PhaseSecondsBuckets() {
+  return {1e-6, 2.5e-6, 5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+          5e-3, 1e-2,   2.5e-2, 5e-2, 0.1,    0.25, 0.5,  1.0,    2.5,  10.0};
+}
+
+DataPlaneMetrics::DataPlaneMetrics(metrics::Registry* registry)
+    : phase_(registry->AddHistogram(
+          "leapcache_data_plane_phase_seconds",
+          "Time of the data plane's successful transfers on the service, by op and phase.",
+          PhaseSecondsBuckets())),
+      transfers_(registry->AddCounter("leapcache_data_plane_transfers_total",
+                                      "Data-plane transfers finished, by op and status code.")) {
+  // Series exist from the start, so rates and quantiles are defined before the first transfer.
+  for (TransferOp op : {TransferOp::kGet, TransferOp::kPut}) {
+    transfers_.Add({{"op", OpLabel(op)}, {"code", "OK"}});
+    for (TransferPhase p : PhasesOf(op)) {
+      phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}});
+    }
+  }
+}
+
+void DataPlaneMetrics::Record(TransferOp op, const absl::Status& status,
+                              const TransferTimes& times) {
+  transfers_
+      .Add({{"op", OpLabel(op)},
+            {"code", StatusCodeLabel(static_cast<grpc::StatusCode>(status.code()))}})
+      .Increment();
+  if (!status.ok()) return;
+  for (TransferPhase p : PhasesOf(op)) {
+    phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}})
+        .Observe(absl::ToDoubleSeconds(times[p]));
+  }
+}
+
+}  // namespace leapcache::server

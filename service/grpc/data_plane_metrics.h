@@ -1,0 +1,38 @@
+// DataPlaneMetrics: where the data plane's transfers spend their time on the service, phase by
+// phase (service/facade/data_plane.h, TransferPhase), so a slow get can be told apart into its
+// session, lease, listing and movement costs from a scrape:
+//   leapcache_data_plane_phase_seconds{op,phase}   histogram, successful transfers only (get:
+//                                                   session, open, list, move; put: session,
+//                                                   open, move, commit)
+//   leapcache_data_plane_transfers_total{op,code}  transfers finished, by status code
+// `op` is "get" or "put"; the RPC's own latency is leapcache_rpc_duration_seconds.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "service/facade/data_plane.h"
+#include "service/metrics/registry.h"
+
+namespace leapcache::server {
+
+enum class TransferOp { kGet, kPut };
+
+class DataPlaneMetrics {
+ public:
+  // Registers the families. `registry` must outlive this object.
+  explicit DataPlaneMetrics(metrics::Registry* registry);
+  DataPlaneMetrics(const DataPlaneMetrics&) = delete;
+  DataPlaneMetrics& operator=(const DataPlaneMetrics&) = delete;
+
+  void Record(TransferOp op, const absl::Status& status, const TransferTimes& times);
+
+ private:
+  metrics::Family<metrics::Histogram>& phase_;
+  metrics::Family<metrics::Counter>& transfers_;
+};
+
+// Bounds for phases that run from about a microsecond (a session lookup) to seconds.
+std::vector<double> PhaseSecondsBuckets();
+
+}  // namespace leapcache::server

@@ -52,15 +52,17 @@ for run in decode_cuda decode_cpu gpu_tier; do
   esac
   rm -f "$out/server.port"
   # The tests find the server through LEAPCACHE_SERVER_BIN; the server reads LEAPCACHE_* as its
-  # settings, so it starts without it.
+  # settings, so it starts without it. The bench reads the per-phase times of the transfers
+  # from the admin endpoint, whose port the server prints once it listens.
   env -u LEAPCACHE_SERVER_BIN "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 \
-    --metrics-listen= --memory-budget=2GiB \
+    --metrics-listen=127.0.0.1:0 --memory-budget=2GiB \
     "${flags[@]}" --port-file="$out/server.port" > "$out/server.log" 2>&1 &
   server=$!
-  for _ in $(seq 300); do [ -s "$out/server.port" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do grep -q "metrics on" "$out/server.log" && break; sleep 0.1; done
+  metrics_port=$(sed -n 's/.*metrics on [0-9.]*:\([0-9]*\).*/\1/p' "$out/server.log")
   echo "server ${flags[*]}:"
-  timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=5 \
-    --target="127.0.0.1:$(cat "$out/server.port")" --engine-gpu=0 \
+  timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=20 \
+    --target="127.0.0.1:$(cat "$out/server.port")" --engine-gpu=0 --metrics-port="$metrics_port" \
     --json="$out/transfer_bench_engine_gpu0_$run.json" |
     grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_$run.md" || status=1
   kill -TERM "$server"

@@ -1,32 +1,44 @@
 // leapcache-transfer-bench: checkpoint get/put bandwidth over each data-plane transport, against
-// the copy bandwidth of the same bytes measured in the same run (numbers printed, not asserted).
+// the copy bandwidth of the same bytes measured in the same run (numbers printed, not asserted),
+// and where a get's time goes.
 //
 //   leapcache-transfer-bench [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=HOST:PORT]
-//                            [--engine-gpu=D]
+//                            [--engine-gpu=D] [--metrics-port=P]
 //
-// One 32-layer x 32-head x 128 x 128 checkpoint, as compact 8-bit window-format blobs (20 MB)
-// and as dense bf16 states (32 MiB; the service encodes puts and decodes gets with its CPU
-// codec), moved by an engine in this process with AttachedEngine: inline gRPC, UCX into host
-// memory, and, where a GPU is present, UCX into device memory (staged through pinned host
-// memory, or direct if the UCX found reports CUDA support), over CUDA IPC (the service maps
-// the engine's device buffers; needs the server in another process: --target) and over NCCL
-// (send/recv between the server's GPU 0 and the engine's GPU; needs --engine-gpu other than 0).
-// Each number is the median of N runs; "copy" is memcpy between host buffers for host rows and,
-// for device rows, cudaMemcpy device-to-device on one GPU or cudaMemcpyPeer with peer access
-// enabled across two, of the same bytes. By default the server runs in this process (CPU
-// backend, loopback).
+// One 32-layer x 32-head x 128 x 128 checkpoint, as compact 8-bit window-format blobs (20 MB),
+// its first layer alone (0.6 MB, the unit of an engine that pages states per layer) and as
+// dense bf16 states (32 MiB; the service encodes puts and decodes gets with its codec), moved by
+// an engine in this process with AttachedEngine: inline gRPC, UCX into host memory, and, where a
+// GPU is present, UCX into device memory (staged through pinned host memory, or direct if the
+// UCX found reports CUDA support), over CUDA IPC (the service maps the engine's device buffers;
+// needs the server in another process: --target) and over NCCL (send/recv between the server's
+// GPU 0 and the engine's GPU; needs --engine-gpu other than 0).
+// Each bandwidth is the median of N runs; "copy" is memcpy between host buffers for host rows
+// and, for device rows, cudaMemcpy device-to-device on one GPU or cudaMemcpyPeer with peer
+// access enabled across two, of the same bytes. A second table gives each get's call latency
+// (p50, p99, mean) and, with --metrics-port (the --target server's admin port on 127.0.0.1),
+// the server's mean time per phase (leapcache_data_plane_phase_seconds) beside its RPC time; the
+// rest of a call is the RPC's trip and the engine's side, of which the engine's check of the
+// landed bytes is timed alone. By default the server runs in this process (CPU backend,
+// loopback).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "base/loopback_http.h"
 #include "gpu/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
@@ -36,6 +48,8 @@
 
 #ifdef LEAPCACHE_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "transport/device/device_crc32c.h"
 #endif
 
 namespace leapcache::bench {
@@ -55,6 +69,8 @@ struct Flags {
   // CUDA device of the engine's buffers; the server's context is on device 0. With 1 on a
   // two-GPU machine the cuda rows cross GPUs and "copy" is cudaMemcpyPeer GPU 0 -> GPU 1.
   int engine_gpu = 0;
+  // The --target server's admin endpoint (127.0.0.1:PORT); 0: none, no per-phase breakdown.
+  int metrics_port = 0;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -79,9 +95,13 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     if (name == "--engine-gpu" && absl::SimpleAtoi(value, &f->engine_gpu) && f->engine_gpu >= 0) {
       continue;
     }
+    if (name == "--metrics-port" && absl::SimpleAtoi(value, &f->metrics_port) &&
+        f->metrics_port > 0) {
+      continue;
+    }
     std::fprintf(stderr,
                  "usage: %s [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=H:P] "
-                 "[--engine-gpu=D]\n",
+                 "[--engine-gpu=D] [--metrics-port=P]\n",
                  argv[0]);
     return false;
   }
@@ -97,6 +117,68 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+// The q-quantile (nearest rank) of v.
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(q * static_cast<double>(v.size()) + 0.999999);
+  return v[std::min(v.size(), std::max<size_t>(i, 1)) - 1];
+}
+double Mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+// The server's time per transfer, from its admin endpoint: the sum and count of each phase of
+// leapcache_data_plane_phase_seconds ("get/move", ...) and of the transfer RPCs'
+// leapcache_rpc_duration_seconds ("get/rpc", "put/rpc"), as of one scrape.
+using Scrape = std::map<std::string, std::pair<double, double>>;
+
+// The value of label `name` in a series line's label set, or "".
+std::string Label(absl::string_view line, absl::string_view name) {
+  const std::string key = absl::StrCat(name, "=\"");
+  const size_t at = line.find(key);
+  if (at == absl::string_view::npos) return "";
+  const size_t begin = at + key.size(), end = line.find('"', begin);
+  return std::string(line.substr(begin, end - begin));
+}
+
+// The server's /metrics body: in this process, or from --metrics-port; "" with neither.
+using MetricsSource = std::function<std::string()>;
+
+Scrape ScrapeTransfers(const MetricsSource& metrics) {
+  Scrape out;
+  if (!metrics) return out;
+  const std::string body = metrics();
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    std::string key;
+    if (absl::StartsWith(line, "leapcache_data_plane_phase_seconds_")) {
+      key = absl::StrCat(Label(line, "op"), "/", Label(line, "phase"));
+    } else if (absl::StartsWith(line, "leapcache_rpc_duration_seconds_")) {
+      const std::string method = Label(line, "method");
+      if (method == "DataPlane/TransferGet") key = "get/rpc";
+      if (method == "DataPlane/TransferPut") key = "put/rpc";
+    }
+    if (key.empty()) continue;
+    const bool sum = absl::StrContains(line, "_sum{"), count = absl::StrContains(line, "_count{");
+    double v = 0;
+    if ((!sum && !count) || !absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) continue;
+    (sum ? out[key].first : out[key].second) = v;
+  }
+  return out;
+}
+
+// Mean microseconds per transfer of each series between two scrapes.
+std::map<std::string, double> MeanMicros(const Scrape& before, const Scrape& after) {
+  std::map<std::string, double> out;
+  for (const auto& [key, v] : after) {
+    auto it = before.find(key);
+    const double sum = v.first - (it == before.end() ? 0 : it->second.first);
+    const double n = v.second - (it == before.end() ? 0 : it->second.second);
+    if (n > 0) out[key] = 1e6 * sum / n;
+  }
+  return out;
 }
 
 // GB/s of memcpy of `bytes` between two host buffers already touched.
@@ -174,6 +256,7 @@ uint16_t ToBf16(float x) {
 
 struct Payloads {
   std::vector<uint8_t> compact;     // 8-bit window-format blobs, (layer, head) order
+  std::vector<uint8_t> one_layer;   // the first layer's blobs: a one-layer checkpoint
   std::vector<uint8_t> dense_bf16;  // [layers][heads][dk][dv] bf16
 };
 
@@ -191,6 +274,7 @@ Payloads MakePayloads() {
     if (!blob.ok()) std::abort();
     p.compact.insert(p.compact.end(), blob->begin(), blob->end());
   }
+  p.one_layer.assign(p.compact.begin(), p.compact.begin() + p.compact.size() / kLayers);
   p.dense_bf16.resize(dense.size() * 2);
   for (size_t i = 0; i < dense.size(); ++i) {
     const uint16_t h = ToBf16(dense[i]);
@@ -203,7 +287,11 @@ struct Row {
   std::string transport, memory, payload;
   size_t bytes = 0;
   double put_gbps = 0, get_gbps = 0, copy_gbps = 0;
-  std::string note;
+  // Get call latency on the engine (us): median, 99th percentile, mean; the engine's own check of
+  // the landed bytes (DeviceCrc32c of a device buffer, median); the server's phases (mean us).
+  double get_p50_us = 0, get_p99_us = 0, get_mean_us = 0, check_us = 0;
+  double miss_p50_us = 0;  // a get of an absent key: the call's floor
+  std::map<std::string, double> server_us;
 };
 
 // The engine's buffer: host memory, or device memory where the run has a GPU.
@@ -261,8 +349,8 @@ client::BlockHash Key(int i, uint8_t salt) {
   return h;
 }
 
-Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport transport,
-            MemoryKind memory, const std::string& payload_name,
+Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& target, uint32_t ns,
+            Transport transport, MemoryKind memory, const std::string& payload_name,
             const std::vector<uint8_t>& payload, std::optional<client::DenseEncoding> dense,
             uint8_t salt) {
   client::ClientOptions options;
@@ -282,6 +370,7 @@ Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport tr
   if (!src_id.ok()) Die("register", src_id.status());
   if (!dst_id.ok()) Die("register", dst_id.status());
   std::vector<double> put_t, get_t;
+  const Scrape before = ScrapeTransfers(metrics);
   for (int r = 0; r < f.reps; ++r) {
     const client::BlockHash key = Key(r, salt);
     const client::PutTarget t{ns, key, {256, 1}, {}, absl::ZeroDuration()};
@@ -300,7 +389,38 @@ Row Measure(const Flags& f, const std::string& target, uint32_t ns, Transport tr
     st = (*engine)->client().Delete(ns, key);
     if (!st.ok()) Die("delete", st);
   }
+  const Scrape after = ScrapeTransfers(metrics);
+  // A get of a key that is not there: the call's floor (the RPC's trip, the session, the
+  // lookup), outside the scrapes.
+  std::vector<double> miss_t;
+  for (int r = 0; r < f.reps; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    auto got =
+        (*engine)->GetInto({ns, Key(r, static_cast<uint8_t>(salt + 128)), {}, dense}, *dst_id, 0);
+    miss_t.push_back(Seconds(Clock::now() - t0));
+    if (got.ok() || got.status().code() != absl::StatusCode::kNotFound) {
+      Die(payload_name + " miss", got.ok() ? absl::InternalError("a hit") : got.status());
+    }
+  }
   Row row;
+  row.server_us = MeanMicros(before, after);
+  row.miss_p50_us = 1e6 * Median(miss_t);
+  row.get_p50_us = 1e6 * Median(get_t);
+  row.get_p99_us = 1e6 * Quantile(get_t, 0.99);
+  row.get_mean_us = 1e6 * Mean(get_t);
+#ifdef LEAPCACHE_WITH_CUDA
+  if (memory == MemoryKind::kCuda) {
+    // What the engine's check of the landed bytes costs by itself (the client runs it on every
+    // get into device memory the service wrote directly).
+    std::vector<double> t;
+    for (int r = 0; r < std::max(f.reps, 5); ++r) {
+      const Clock::time_point t0 = Clock::now();
+      if (!transport::DeviceCrc32c(dst.data(), payload.size()).ok()) break;
+      t.push_back(Seconds(Clock::now() - t0));
+    }
+    if (!t.empty()) row.check_us = 1e6 * Median(t);
+  }
+#endif
   row.transport = transport == Transport::kInline ? "inline gRPC"
                   : transport == Transport::kUcx  ? "ucx"
                   : transport == Transport::kNccl ? "nccl"
@@ -338,6 +458,17 @@ int Main(int argc, char** argv) {
     server = std::move(s).value();
     target = server->grpc_address();
   }
+  MetricsSource metrics;
+  if (server != nullptr) {
+    metrics = [&server] { return server->RenderMetrics(); };
+  } else if (f.metrics_port != 0) {
+    metrics = [port = f.metrics_port] {
+      absl::StatusOr<base::HttpResponse> r = base::HttpGet(port, "/metrics");
+      if (!r.ok()) Die("scrape /metrics", r.status());
+      if (r->status != 200) Die("scrape /metrics", absl::UnavailableError(r->headers));
+      return r->body;
+    };
+  }
   client::ClientOptions options;
   options.target = target;
   auto c = client::Client::Create(options);
@@ -348,10 +479,14 @@ int Main(int argc, char** argv) {
   spec.format = client::StorageFormat::Leap(8);
   auto ns = (*c)->RegisterNamespace(spec);
   if (!ns.ok()) Die("register namespace", ns.status());
+  // One layer of the same model: what an engine that pages states per layer gets at a time.
+  spec.model.linear_layers = 1;
+  auto ns_layer = (*c)->RegisterNamespace(spec);
+  if (!ns_layer.ok()) Die("register namespace", ns_layer.status());
   const Payloads p = MakePayloads();
 
   std::vector<std::pair<Transport, MemoryKind>> runs = {{Transport::kInline, MemoryKind::kHost},
-                                                       {Transport::kUcx, MemoryKind::kHost}};
+                                                        {Transport::kUcx, MemoryKind::kHost}};
   bool gpu = false;
 #ifdef LEAPCACHE_WITH_CUDA
   gpu = HaveGpu();
@@ -373,11 +508,13 @@ int Main(int argc, char** argv) {
   std::vector<Row> rows;
   uint8_t salt = 0;
   for (const auto& [transport, memory] : runs) {
-    rows.push_back(Measure(f, target, ns->id, transport, memory, "compact 8-bit", p.compact,
-                           std::nullopt, ++salt));
-    rows.push_back(Measure(f, target, ns->id, transport, memory, "dense bf16", p.dense_bf16,
-                           client::DenseEncoding{client::DType::kBf16, client::Layout::kKV},
-                           ++salt));
+    rows.push_back(Measure(f, metrics, target, ns->id, transport, memory, "compact 8-bit",
+                           p.compact, std::nullopt, ++salt));
+    rows.push_back(Measure(f, metrics, target, ns_layer->id, transport, memory,
+                           "compact 8-bit, 1 layer", p.one_layer, std::nullopt, ++salt));
+    rows.push_back(
+        Measure(f, metrics, target, ns->id, transport, memory, "dense bf16", p.dense_bf16,
+                client::DenseEncoding{client::DType::kBf16, client::Layout::kKV}, ++salt));
   }
   std::printf(
       "\n| transport | engine memory | payload | bytes | put GB/s | get GB/s | copy GB/s | "
@@ -386,6 +523,37 @@ int Main(int argc, char** argv) {
     std::printf("| %s | %s | %s | %zu | %.3f | %.3f | %.1f | %.4f | %.4f |\n", r.transport.c_str(),
                 r.memory.c_str(), r.payload.c_str(), r.bytes, r.put_gbps, r.get_gbps, r.copy_gbps,
                 r.put_gbps / r.copy_gbps, r.get_gbps / r.copy_gbps);
+  }
+  std::printf(
+      "\nget latency on the engine (us) and where the server's part went (mean us per call%s)\n"
+      "\n| transport | engine memory | payload | p50 | p99 | mean | server RPC | session | open | "
+      "list | move | engine check |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      !metrics ? "; no --metrics-port: no server phases" : "");
+  for (const Row& r : rows) {
+    auto us = [&](const char* key) {
+      auto it = r.server_us.find(key);
+      return it == r.server_us.end() ? std::string("-") : absl::StrFormat("%.1f", it->second);
+    };
+    std::printf("| %s | %s | %s | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %.1f |\n",
+                r.transport.c_str(), r.memory.c_str(), r.payload.c_str(), r.get_p50_us,
+                r.get_p99_us, r.get_mean_us, us("get/rpc").c_str(), us("get/session").c_str(),
+                us("get/open").c_str(), us("get/list").c_str(), us("get/move").c_str(),
+                r.check_us > 0 ? absl::StrFormat("%.1f", r.check_us).c_str() : "-", r.miss_p50_us);
+  }
+  if (metrics) {
+    std::printf(
+        "\n| transport | engine memory | payload | put server RPC | session | open | move | "
+        "commit |\n|---|---|---|---:|---:|---:|---:|---:|\n");
+    for (const Row& r : rows) {
+      auto us = [&](const char* key) {
+        auto it = r.server_us.find(key);
+        return it == r.server_us.end() ? std::string("-") : absl::StrFormat("%.1f", it->second);
+      };
+      std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.transport.c_str(),
+                  r.memory.c_str(), r.payload.c_str(), us("put/rpc").c_str(),
+                  us("put/session").c_str(), us("put/open").c_str(), us("put/move").c_str(),
+                  us("put/commit").c_str());
+    }
   }
   if (!gpu || server != nullptr) {
     std::printf("| cuda_ipc | - | - | - | %s | | | | |\n",
@@ -401,19 +569,29 @@ int Main(int argc, char** argv) {
                 : gpu       ? "needs the engine on another GPU (--engine-gpu=1)"
                             : "no GPU");
   }
-  std::printf("copy: memcpy host-to-host for host rows%s; engine buffers on GPU %d, server on "
-              "GPU 0\n",
-              !gpu                  ? "; no GPU in this run"
-              : f.engine_gpu == 0 ? ", cudaMemcpy device-to-device for cuda rows"
-                                    : ", cudaMemcpyPeer (peer access on) GPU 0 -> engine GPU for cuda rows",
-              f.engine_gpu);
+  std::printf(
+      "copy: memcpy host-to-host for host rows%s; engine buffers on GPU %d, server on "
+      "GPU 0\n",
+      !gpu                ? "; no GPU in this run"
+      : f.engine_gpu == 0 ? ", cudaMemcpy device-to-device for cuda rows"
+                          : ", cudaMemcpyPeer (peer access on) GPU 0 -> engine GPU for cuda rows",
+      f.engine_gpu);
   std::string json = "{\"rows\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     absl::StrAppend(&json, i ? "," : "", "{\"transport\":\"", r.transport, "\",\"memory\":\"",
                     r.memory, "\",\"payload\":\"", r.payload, "\",\"bytes\":", r.bytes,
                     ",\"put_gbps\":", r.put_gbps, ",\"get_gbps\":", r.get_gbps,
-                    ",\"copy_gbps\":", r.copy_gbps, "}");
+                    ",\"copy_gbps\":", r.copy_gbps, ",\"get_p50_us\":", r.get_p50_us,
+                    ",\"get_p99_us\":", r.get_p99_us, ",\"get_mean_us\":", r.get_mean_us,
+                    ",\"engine_check_us\":", r.check_us, ",\"miss_p50_us\":", r.miss_p50_us,
+                    ",\"server_us\":{");
+    bool first = true;
+    for (const auto& [key, v] : r.server_us) {
+      absl::StrAppend(&json, first ? "" : ",", "\"", key, "\":", v);
+      first = false;
+    }
+    absl::StrAppend(&json, "}}");
   }
   absl::StrAppend(&json, "],\"reps\":", f.reps, ",\"gpu\":", gpu ? "true" : "false",
                   ",\"engine_gpu\":", f.engine_gpu, "}\n");

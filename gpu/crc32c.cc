@@ -100,17 +100,21 @@ Crc32cCombiner::Crc32cCombiner(size_t b_bytes) {
   power[0] = 0x82F63B78u;
   for (int n = 1; n < 32; ++n) power[n] = 1u << (n - 1);
   for (int i = 0; i < 3; ++i) Compose(power, power, power);
-  for (int n = 0; n < 32; ++n) shift_[n] = 1u << n;  // identity
+  uint32_t shift[32];  // column n: the image of CRC bit n after b_bytes zero bytes
+  for (int n = 0; n < 32; ++n) shift[n] = 1u << n;  // identity
   for (size_t k = b_bytes; k != 0; k >>= 1) {
-    if (k & 1) Compose(power, shift_, shift_);
+    if (k & 1) Compose(power, shift, shift);
     if (k > 1) Compose(power, power, power);
   }
-}
-
-uint32_t Crc32cCombiner::Combine(uint32_t crc_a, uint32_t crc_b) const {
-  // The pre- and post-inversions of A and B cancel with those of A || B but for B's part,
-  // which crc_b carries: the register after A, moved across |B| zero bytes, plus crc_b.
-  return Times(shift_, crc_a) ^ crc_b;
+  // Combine: the pre- and post-inversions of A and B cancel with those of A || B but for B's
+  // part, which crc_b carries: the register after A, moved across |B| zero bytes, plus crc_b.
+  // The move is linear, so it is the XOR of each register byte's image, tabulated here.
+  for (int j = 0; j < 4; ++j) {
+    by_byte_[j][0] = 0;
+    for (int v = 1; v < 256; ++v) {
+      by_byte_[j][v] = by_byte_[j][v & (v - 1)] ^ shift[8 * j + __builtin_ctz(v)];
+    }
+  }
 }
 
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {

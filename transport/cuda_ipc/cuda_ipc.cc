@@ -51,6 +51,7 @@ class CudaIpcConnection final : public PeerConnection {
   CudaIpcConnection(pid_t pid, int device) : pid_(pid), device_(device) {}
   ~CudaIpcConnection() override {
     if (list_ != nullptr) cudaFreeAsync(list_, stream_);
+    if (host_list_ != nullptr) cudaFreeHost(host_list_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   TransportKind kind() const override { return TransportKind::kCudaIpc; }
@@ -89,8 +90,10 @@ class CudaIpcConnection final : public PeerConnection {
       return LC_CUDA_STATUS(e, "cudaSetDevice");
     }
     LC_RETURN_IF_ERROR(CopyDeviceOps(r, ops, deadline));
+    bool host_ops = false;
     for (const TransferOp& op : ops) {
       if (op.local_memory == MemoryKind::kCuda) continue;
+      host_ops = true;
       LC_RETURN_IF_ERROR(health());
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError("CUDA IPC transfer passed its deadline");
@@ -109,7 +112,8 @@ class CudaIpcConnection final : public PeerConnection {
     // cudaMemcpy from pageable host memory may return once the source is staged, before the DMA
     // into the engine's buffer has landed; the engine reads as soon as the call returns, from
     // another process (and, across GPUs, through another copy engine), so wait for it here.
-    if (const cudaError_t e = cudaStreamSynchronize(nullptr); e != cudaSuccess) {
+    if (const cudaError_t e = host_ops ? cudaStreamSynchronize(nullptr) : cudaSuccess;
+        e != cudaSuccess) {
       failed_ = true;
       return absl::UnavailableError(
           absl::StrCat("CUDA IPC copy to the engine's buffer: ", cudaGetErrorString(e)));
@@ -151,14 +155,19 @@ class CudaIpcConnection final : public PeerConnection {
     cudaError_t e = cudaSuccess;
     if (stream_ == nullptr) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
     if (e == cudaSuccess && list_bytes > list_capacity_) {
+      // Kept for the connection: the list goes up from pinned memory, one asynchronous copy.
       if (list_ != nullptr) cudaFreeAsync(list_, stream_);
+      if (host_list_ != nullptr) cudaFreeHost(host_list_);
       list_ = nullptr;
+      host_list_ = nullptr;
       list_capacity_ = 0;
       e = cudaMallocAsync(reinterpret_cast<void**>(&list_), list_bytes, stream_);
+      if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void**>(&host_list_), list_bytes);
       if (e == cudaSuccess) list_capacity_ = list_bytes;
     }
     if (e == cudaSuccess) {
-      e = cudaMemcpyAsync(list_, copies_.data(), list_bytes, cudaMemcpyHostToDevice, stream_);
+      std::memcpy(host_list_, copies_.data(), list_bytes);
+      e = cudaMemcpyAsync(list_, host_list_, list_bytes, cudaMemcpyHostToDevice, stream_);
     }
     if (e == cudaSuccess) e = LaunchCopyBatch(list_, copies_.size(), stream_);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
@@ -172,10 +181,11 @@ class CudaIpcConnection final : public PeerConnection {
 
   const pid_t pid_;
   const int device_;
-  cudaStream_t stream_ = nullptr;   // the device ops' stream, on device_
-  std::vector<DeviceCopy> copies_;  // the copy list as built on the host
-  DeviceCopy* list_ = nullptr;      // ... and on the device
-  size_t list_capacity_ = 0;
+  cudaStream_t stream_ = nullptr;    // the device ops' stream, on device_
+  std::vector<DeviceCopy> copies_;   // the copy list as built on the host
+  DeviceCopy* host_list_ = nullptr;  // ... in pinned memory, for the copy up
+  DeviceCopy* list_ = nullptr;       // ... and on the device
+  size_t list_capacity_ = 0;         // of host_list_ and list_
   bool failed_ = false;
 };
 

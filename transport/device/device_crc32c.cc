@@ -5,69 +5,72 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/crc32c.h"
-#include "transport/device/chunk_crc32c_kernel.h"
+#include "transport/device/crc32c_kernel.h"
 
 namespace leapcache::transport {
 namespace {
 
-// Long enough that folding the chunks on the host is negligible, short enough for thousands of
-// threads on a checkpoint of a few MB.
-constexpr size_t kChunk = 4096;
+// What a thread's checks on one device reuse: a stream, the device word the kernel reduces
+// into, and the pinned word it comes back through. Created on the thread's first check there
+// and kept until the thread exits, so a check costs its kernel and a 4-byte copy, not a
+// stream's creation (which may synchronize) or an allocation. Per thread, so concurrent checks
+// never wait on each other's work.
+struct CheckScratch {
+  cudaStream_t stream = nullptr;
+  uint32_t* device_crc = nullptr;
+  uint32_t* host_crc = nullptr;
+};
 
-// The calling thread's stream on `device`, created on its first check there and kept until the
-// thread exits, so a check no longer pays a stream's creation and destruction (which may
-// synchronize) on top of its kernel. Per thread, so concurrent checks never wait on each
-// other's work.
-absl::StatusOr<cudaStream_t> ThreadStream(int device) {
-  struct Streams {
-    std::vector<cudaStream_t> by_device;
-    ~Streams() {
-      for (cudaStream_t s : by_device) {
-        if (s != nullptr) cudaStreamDestroy(s);
+absl::StatusOr<CheckScratch*> ThreadScratch(int device) {
+  struct PerDevice {
+    std::vector<CheckScratch> by_device;
+    ~PerDevice() {
+      for (CheckScratch& s : by_device) {
+        if (s.device_crc != nullptr) cudaFree(s.device_crc);
+        if (s.host_crc != nullptr) cudaFreeHost(s.host_crc);
+        if (s.stream != nullptr) cudaStreamDestroy(s.stream);
       }
     }
   };
-  thread_local Streams streams;
-  if (static_cast<size_t>(device) >= streams.by_device.size()) {
-    streams.by_device.resize(device + 1, nullptr);
+  thread_local PerDevice scratch;
+  if (static_cast<size_t>(device) >= scratch.by_device.size()) {
+    scratch.by_device.resize(device + 1);
   }
-  cudaStream_t& stream = streams.by_device[device];
-  if (stream == nullptr) {
-    if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-        e != cudaSuccess) {
-      stream = nullptr;
-      return absl::InternalError(absl::StrCat("cudaStreamCreate: ", cudaGetErrorString(e)));
+  CheckScratch& s = scratch.by_device[device];
+  if (s.host_crc == nullptr) {
+    cudaError_t e = PrepareCrc32c(device);
+    if (e == cudaSuccess && s.stream == nullptr) {
+      e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+    }
+    if (e == cudaSuccess && s.device_crc == nullptr) {
+      e = cudaMalloc(reinterpret_cast<void**>(&s.device_crc), sizeof(uint32_t));
+    }
+    if (e == cudaSuccess)
+      e = cudaMallocHost(reinterpret_cast<void**>(&s.host_crc), sizeof(uint32_t));
+    if (e != cudaSuccess) {
+      s.host_crc = nullptr;
+      return absl::InternalError(
+          absl::StrCat("CRC-32C on the device: setting up: ", cudaGetErrorString(e)));
     }
   }
-  return stream;
+  return &s;
 }
 
 absl::StatusOr<uint32_t> OnDevice(int device, const void* device_ptr, size_t bytes) {
-  const size_t chunks = (bytes + kChunk - 1) / kChunk;
-  absl::StatusOr<cudaStream_t> stream_or = ThreadStream(device);
-  if (!stream_or.ok()) return stream_or.status();
-  cudaStream_t stream = *stream_or;
-  std::vector<uint32_t> crcs(chunks);
-  uint32_t* d_crcs = nullptr;
-  cudaError_t e =
-      cudaMallocAsync(reinterpret_cast<void**>(&d_crcs), chunks * sizeof(uint32_t), stream);
+  absl::StatusOr<CheckScratch*> scratch = ThreadScratch(device);
+  if (!scratch.ok()) return scratch.status();
+  CheckScratch& s = **scratch;
+  cudaError_t e = cudaMemsetAsync(s.device_crc, 0, sizeof(uint32_t), s.stream);
+  if (e == cudaSuccess) e = LaunchCrc32c(device_ptr, bytes, s.device_crc, s.stream);
   if (e == cudaSuccess) {
-    e = LaunchChunkCrc32c(device_ptr, bytes, kChunk, d_crcs, stream);
-    if (e == cudaSuccess) {
-      e = cudaMemcpyAsync(crcs.data(), d_crcs, chunks * sizeof(uint32_t), cudaMemcpyDeviceToHost,
-                          stream);
-    }
-    cudaFreeAsync(d_crcs, stream);
+    e = cudaMemcpyAsync(s.host_crc, s.device_crc, sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                        s.stream);
   }
-  if (const cudaError_t s = cudaStreamSynchronize(stream); e == cudaSuccess) e = s;
+  if (const cudaError_t sync = cudaStreamSynchronize(s.stream); e == cudaSuccess) e = sync;
   if (e != cudaSuccess) {
     return absl::InternalError(absl::StrCat("CRC-32C on the device: ", cudaGetErrorString(e)));
   }
-  const Crc32cCombiner full(kChunk);
-  uint32_t crc = 0;
-  for (size_t i = 0; i + 1 < chunks; ++i) crc = full.Combine(crc, crcs[i]);
-  return Crc32cCombiner(bytes - (chunks - 1) * kChunk).Combine(crc, crcs[chunks - 1]);
+  return *s.host_crc;
 }
 
 }  // namespace

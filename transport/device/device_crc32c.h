@@ -1,7 +1,7 @@
-// CRC-32C of bytes in CUDA device memory, computed on their device: each 4 KiB chunk's CRC by
-// one thread, the chunks' CRCs folded on the host (Crc32cCombiner). An engine checks a
-// checkpoint that landed in its GPU memory against the service's CRC this way instead of
-// copying it back to the host first (about 5 ms for 20 MB; this is well under one).
+// CRC-32C of bytes in CUDA device memory, computed on their device by one kernel that reduces
+// to the one value (crc32c_kernel.h): an engine checks a checkpoint that landed in its GPU
+// memory against the service's CRC this way, at about the device's read bandwidth, instead of
+// copying it back to the host first (about 5 ms for 20 MB).
 #pragma once
 
 #include <cstddef>

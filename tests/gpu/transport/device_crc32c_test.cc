@@ -23,8 +23,9 @@ TEST(DeviceCrc32cTest, EqualsTheHostCrcAtAnyLengthAndAlignment) {
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device), host.size()), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
   for (size_t offset : {size_t{0}, size_t{1}, size_t{7}, size_t{16}, size_t{33}}) {
-    for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{4095}, size_t{4096},
-                     size_t{4097}, size_t{3 * 4096 + 5}, size_t{1} << 20, size_t{19988480}}) {
+    for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{255}, size_t{256},
+                     size_t{257}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{3 * 4096 + 5},
+                     size_t{1} << 20, size_t{19988480}}) {
       absl::StatusOr<uint32_t> crc = DeviceCrc32c(device + offset, n);
       ASSERT_TRUE(crc.ok()) << crc.status();
       EXPECT_EQ(*crc, Crc32c(host.data() + offset, n)) << "offset " << offset << " length " << n;

@@ -3,7 +3,7 @@
 // and where a get's time goes.
 //
 //   leapcache-transfer-bench [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=HOST:PORT]
-//                            [--engine-gpu=D] [--metrics-port=P]
+//                            [--engine-gpu=D] [--metrics-port=P] [--transports=T,...]
 //
 // One 32-layer x 32-head x 128 x 128 checkpoint, as compact 8-bit window-format blobs (20 MB),
 // its first layer alone (0.6 MB, the unit of an engine that pages states per layer) and as
@@ -19,8 +19,8 @@
 // (p50, p99, mean) and, with --metrics-port (the --target server's admin port on 127.0.0.1),
 // the server's mean time per phase (leapcache_data_plane_phase_seconds) beside its RPC time; the
 // rest of a call is the RPC's trip and the engine's side, of which the engine's check of the
-// landed bytes is timed alone. By default the server runs in this process (CPU backend,
-// loopback).
+// landed bytes is timed alone. --transports=cuda_ipc,... keeps only those rows. By default the
+// server runs in this process (CPU backend, loopback).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -71,6 +72,8 @@ struct Flags {
   int engine_gpu = 0;
   // The --target server's admin endpoint (127.0.0.1:PORT); 0: none, no per-phase breakdown.
   int metrics_port = 0;
+  // Only these transports (inline, ucx, cuda_ipc, nccl); empty: every one the run allows.
+  std::vector<std::string> transports;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -95,17 +98,29 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     if (name == "--engine-gpu" && absl::SimpleAtoi(value, &f->engine_gpu) && f->engine_gpu >= 0) {
       continue;
     }
+    if (name == "--transports" && !value.empty()) {
+      f->transports = absl::StrSplit(value, ',');
+      continue;
+    }
     if (name == "--metrics-port" && absl::SimpleAtoi(value, &f->metrics_port) &&
         f->metrics_port > 0) {
       continue;
     }
     std::fprintf(stderr,
                  "usage: %s [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=H:P] "
-                 "[--engine-gpu=D] [--metrics-port=P]\n",
+                 "[--engine-gpu=D] [--metrics-port=P] [--transports=T,...]\n",
                  argv[0]);
     return false;
   }
   return true;
+}
+
+// The name --transports takes.
+std::string TransportLabel(Transport t) {
+  return t == Transport::kInline ? "inline"
+         : t == Transport::kUcx  ? "ucx"
+         : t == Transport::kNccl ? "nccl"
+                                 : "cuda_ipc";
 }
 
 [[noreturn]] void Die(const std::string& what, const absl::Status& st) {
@@ -421,10 +436,7 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
     if (!t.empty()) row.check_us = 1e6 * Median(t);
   }
 #endif
-  row.transport = transport == Transport::kInline ? "inline gRPC"
-                  : transport == Transport::kUcx  ? "ucx"
-                  : transport == Transport::kNccl ? "nccl"
-                                                  : "cuda_ipc";
+  row.transport = transport == Transport::kInline ? "inline gRPC" : TransportLabel(transport);
   if (transport != (*engine)->transport()) {
     Die("attach", absl::InternalError("the service chose another transport"));
   }
@@ -507,6 +519,11 @@ int Main(int argc, char** argv) {
 #endif
   std::vector<Row> rows;
   uint8_t salt = 0;
+  if (!f.transports.empty()) {
+    std::erase_if(runs, [&](const std::pair<Transport, MemoryKind>& run) {
+      return !absl::c_linear_search(f.transports, TransportLabel(run.first));
+    });
+  }
   for (const auto& [transport, memory] : runs) {
     rows.push_back(Measure(f, metrics, target, ns->id, transport, memory, "compact 8-bit",
                            p.compact, std::nullopt, ++salt));

@@ -47,12 +47,15 @@ fi
 # gpu_tier_mps repeats the last under CUDA MPS (nvidia-cuda-mps-control, where installed): the
 # engine and the server then share one GPU context instead of the GPU switching between their
 # contexts at every handoff (about 140 us each on an H200).
-runs=(decode_cuda decode_cpu gpu_tier)
+# host_unmapped is decode_cuda with the host tier not mapped for the device
+# (host_tier_mapping=off): gets from it then go through staging memory chunk by chunk.
+runs=(decode_cuda decode_cpu host_unmapped gpu_tier)
 command -v nvidia-cuda-mps-control > /dev/null && runs+=(gpu_tier_mps)
 for run in "${runs[@]}"; do
   case $run in
     decode_cuda) flags=(--dense-decode-backend=cuda) ;;
     decode_cpu) flags=(--dense-decode-backend=cpu) ;;
+    host_unmapped) flags=(--dense-decode-backend=cuda --host-tier-mapping=off) ;;
     gpu_tier | gpu_tier_mps) flags=(--gpu-memory-budget=4GiB --gpu-device=0) ;;
   esac
   if [ "$run" = gpu_tier_mps ]; then

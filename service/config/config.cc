@@ -2,10 +2,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "service/core/host_tier.h"
 #include "service/config/auth_tokens.h"
 #include "service/config/host_port.h"
 #include "service/config/tls_credentials.h"
+#include "service/core/host_tier.h"
 
 namespace leapcache::server {
 namespace {
@@ -27,9 +27,9 @@ bool IsLoopbackHost(const std::string& host) {
 
 absl::Status ValidateSecurity(const ServerConfig& c) {
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
-    return Invalid(absl::StrCat("tls_cert_file and tls_key_file must be set together (got ",
-                                c.tls_cert_file.empty() ? "only tls_key_file" : "only tls_cert_file",
-                                ")"));
+    return Invalid(
+        absl::StrCat("tls_cert_file and tls_key_file must be set together (got ",
+                     c.tls_cert_file.empty() ? "only tls_key_file" : "only tls_cert_file", ")"));
   }
   if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
     return Invalid("tls_client_ca_file (mutual TLS) needs tls_cert_file and tls_key_file");
@@ -37,11 +37,12 @@ absl::Status ValidateSecurity(const ServerConfig& c) {
   if (!c.tokens_file.empty() && c.tls_cert_file.empty()) {
     absl::StatusOr<HostPort> listen = ParseHostPort(c.listen);
     if (listen.ok() && !IsLoopbackHost(listen->host)) {
-      return Invalid(absl::StrCat("tokens_file without TLS is only accepted on a loopback listen "
-                                  "address (bearer tokens would cross the network in the clear); "
-                                  "set tls_cert_file and tls_key_file, or listen on 127.0.0.1 "
-                                  "(got listen = ",
-                                  c.listen, ")"));
+      return Invalid(
+          absl::StrCat("tokens_file without TLS is only accepted on a loopback listen "
+                       "address (bearer tokens would cross the network in the clear); "
+                       "set tls_cert_file and tls_key_file, or listen on 127.0.0.1 "
+                       "(got listen = ",
+                       c.listen, ")"));
     }
   }
   return absl::OkStatus();
@@ -125,9 +126,19 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid("gpu_memory_budget needs a server built with CUDA (this one was not)");
   }
 #endif
+  if (c.host_tier_mapping != "auto" && c.host_tier_mapping != "on" &&
+      c.host_tier_mapping != "off") {
+    return Invalid(absl::StrCat("host_tier_mapping must be auto, on or off (got \"",
+                                c.host_tier_mapping, "\")"));
+  }
+#ifndef LEAPCACHE_WITH_CUDA
+  if (c.host_tier_mapping == "on") {
+    return Invalid("host_tier_mapping: on needs a server built with CUDA (this one was not)");
+  }
+#endif
   if (c.encode_backend != "cpu" && c.encode_backend != "cuda" && c.encode_backend != "auto") {
-    return Invalid(absl::StrCat("encode_backend must be cpu, cuda or auto (got \"",
-                                c.encode_backend, "\")"));
+    return Invalid(
+        absl::StrCat("encode_backend must be cpu, cuda or auto (got \"", c.encode_backend, "\")"));
   }
   if (c.dense_decode_backend != "cpu" && c.dense_decode_backend != "cuda" &&
       c.dense_decode_backend != "auto") {

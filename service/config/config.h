@@ -66,6 +66,12 @@ struct ServerConfig {
   // CUDA device of the GPU tier, of the encode and dense-decode kernels and of NCCL data-plane
   // sessions.
   int64_t gpu_device = 0;
+  // Whether the host and spill tiers are pinned and mapped for gpu_device (servers built with
+  // CUDA): then a get from them into an engine's GPU buffer (CUDA IPC, NCCL) is one device-side
+  // gather over PCIe instead of staged copies. auto: where gpu_device exists; on: start-up fails
+  // without it; off: never. Pinning takes the budget out of swap for the server's lifetime, and a
+  // failure to pin (a locked-memory limit) fails start-up, naming this setting.
+  std::string host_tier_mapping = "auto";
   // Who encodes dense puts: cpu (the reference codec), cuda (the encode kernel for 8-bit window
   // formats at 128 x 128, the reference for the rest; start-up fails without a device), or auto
   // (cuda when built with CUDA and the device is present, else cpu).

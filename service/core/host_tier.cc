@@ -2,9 +2,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 
 #if defined(ABSL_HAVE_ADDRESS_SANITIZER)
 #include <sanitizer/asan_interface.h>
@@ -40,6 +42,7 @@ HostTier::HostTier(std::string name, uint8_t* base, size_t page_bytes, size_t ca
 }
 
 HostTier::~HostTier() {
+  if (unmap_) unmap_();
   LC_UNPOISON(base_, capacity_pages_ * page_bytes_);
   std::free(base_);
 }
@@ -81,6 +84,19 @@ absl::Status HostTier::CopyOut(PageId page, size_t offset, std::span<uint8_t> ds
 
 uint8_t* HostTier::HostAddress(PageId page) const {
   return page < capacity_pages_ ? base_ + static_cast<size_t>(page) * page_bytes_ : nullptr;
+}
+
+void HostTier::MapOnDevice(int device, const uint8_t* device_base, std::function<void()> unmap) {
+  LC_CHECK(device >= 0 && device_base != nullptr && device_ < 0,
+           "HostTier::MapOnDevice: one mapping, on a device, at an address");
+  device_ = device;
+  device_base_ = device_base;
+  unmap_ = std::move(unmap);
+}
+
+const uint8_t* HostTier::DeviceAddress(PageId page) const {
+  if (device_base_ == nullptr || page >= capacity_pages_) return nullptr;
+  return device_base_ + static_cast<size_t>(page) * page_bytes_;
 }
 
 }  // namespace leapcache::core

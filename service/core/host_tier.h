@@ -2,11 +2,15 @@
 // fixed-size pages; nothing is allocated or returned to the OS afterwards.
 //
 // Pages are the allocation unit (see residency_table.h for how blobs are packed into them).
-// Pages are 4 KiB-aligned so the region can later be registered for DMA (cudaHostRegister) as
-// the "pinned host" tier. In ASan builds free pages are poisoned, so a read through a stale span
-// (a lease used after release, a reservation written after its deadline) is reported.
+// Pages are 4 KiB-aligned so the region can be registered for DMA (cudaHostRegister): a server
+// with a CUDA device maps the whole allocation into the device's address space
+// (service/cuda/host_tier_mapping.h), and the tier then reports device addresses beside its
+// host addresses, so gets from it into an engine's GPU buffer are one device-side gather over
+// PCIe instead of staged copies. In ASan builds free pages are poisoned, so a read through a
+// stale span (a lease used after release, a reservation written after its deadline) is reported.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +44,16 @@ class HostTier final : public MemoryTier {
   absl::Status CopyOut(PageId page, size_t offset, std::span<uint8_t> dst) const override;
   uint8_t* HostAddress(PageId page) const override;
 
+  // The one allocation, for registering it with a device.
+  uint8_t* arena() const { return base_; }
+  size_t arena_bytes() const { return capacity_pages_ * page_bytes_; }
+  // Declares the allocation mapped on CUDA device `device` at `device_base` (an address that the
+  // device's kernels read the same bytes through); `unmap` runs before the allocation is freed.
+  // Once, before the tier is shared. REQUIRES: device >= 0, device_base != nullptr.
+  void MapOnDevice(int device, const uint8_t* device_base, std::function<void()> unmap);
+  int cuda_device() const override { return device_; }
+  const uint8_t* DeviceAddress(PageId page) const override;
+
  private:
   HostTier(std::string name, uint8_t* base, size_t page_bytes, size_t capacity_pages);
 
@@ -48,6 +62,9 @@ class HostTier final : public MemoryTier {
   const size_t page_bytes_;
   const size_t capacity_pages_;
   PageAllocator pages_;
+  int device_ = -1;                       // MapOnDevice's, or -1
+  const uint8_t* device_base_ = nullptr;  // ... and the allocation's address there
+  std::function<void()> unmap_;
 };
 
 }  // namespace leapcache::core

@@ -13,20 +13,21 @@
 #include "service/core/host_tier.h"
 #ifdef LEAPCACHE_WITH_CUDA
 #include "service/cuda/device_tier.h"
+#include "service/cuda/host_tier_mapping.h"
 #endif
 #include "base/status_macros.h"
-#include "service/metrics/registry.h"
-#include "service/metrics/text_format.h"
 #include "service/admin/admin_http_server.h"
-#include "service/grpc/authorizer.h"
+#include "service/admin/store_metrics.h"
 #include "service/config/auth_tokens.h"
-#include "service/grpc/data_plane_service.h"
 #include "service/config/host_port.h"
+#include "service/config/tls_credentials.h"
 #include "service/facade/put_pipeline.h"
+#include "service/grpc/authorizer.h"
+#include "service/grpc/data_plane_service.h"
 #include "service/grpc/rpc_metrics.h"
 #include "service/grpc/state_cache_service.h"
-#include "service/admin/store_metrics.h"
-#include "service/config/tls_credentials.h"
+#include "service/metrics/registry.h"
+#include "service/metrics/text_format.h"
 
 namespace leapcache::server {
 namespace {
@@ -45,12 +46,23 @@ absl::StatusOr<std::unique_ptr<core::CheckpointStore>> BuildStore(const ServerCo
 #endif
   LC_ASSIGN_OR_RETURN(std::unique_ptr<core::HostTier> primary,
                       core::HostTier::Create("host", c.memory_budget, c.page_bytes));
-  tiers.push_back(std::move(primary));
+  std::unique_ptr<core::HostTier> spill;
   if (c.spill_budget > 0) {
-    LC_ASSIGN_OR_RETURN(std::unique_ptr<core::HostTier> spill,
-                        core::HostTier::Create("spill", c.spill_budget, c.page_bytes));
-    tiers.push_back(std::move(spill));
+    LC_ASSIGN_OR_RETURN(spill, core::HostTier::Create("spill", c.spill_budget, c.page_bytes));
   }
+#ifdef LEAPCACHE_WITH_CUDA
+  const int device = static_cast<int>(c.gpu_device);
+  if (c.host_tier_mapping == "on" || (c.host_tier_mapping == "auto" && cuda::HaveDevice(device))) {
+    for (core::HostTier* tier : {primary.get(), spill.get()}) {
+      if (tier == nullptr) continue;
+      if (absl::Status st = cuda::MapHostTier(*tier, device); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("host_tier_mapping: ", st.message()));
+      }
+    }
+  }
+#endif
+  tiers.push_back(std::move(primary));
+  if (spill != nullptr) tiers.push_back(std::move(spill));
   return core::CheckpointStore::Create(ToStoreOptions(c), std::move(tiers));
 }
 
@@ -91,8 +103,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     if (kernels.ok()) {
       s->decoder_ = *std::move(kernels);
     } else if (config.dense_decode_backend == "cuda") {
-      return absl::Status(kernels.status().code(), absl::StrCat("dense_decode_backend=cuda: ",
-                                                                kernels.status().message()));
+      return absl::Status(kernels.status().code(),
+                          absl::StrCat("dense_decode_backend=cuda: ", kernels.status().message()));
     }  // auto without CUDA or a device: the readers' default, the CPU reference
   }
   // The store was built on the monotonic clock (BuildStore passes none).
@@ -107,11 +119,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     LC_ASSIGN_OR_RETURN(TokenTable table, TokenTable::Load(config.tokens_file));
     tokens.emplace(std::move(table));
   }
-  s->auth_ = std::make_unique<Authorizer>(std::move(tokens), s->store_.get(),
-                                          core::MonotonicClock());
-  s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(), s->auth_.get(),
-                                                    ServiceLimits{config.chunk_bytes},
-                                                    s->decoder_.get());
+  s->auth_ =
+      std::make_unique<Authorizer>(std::move(tokens), s->store_.get(), core::MonotonicClock());
+  s->service_ =
+      std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(), s->auth_.get(),
+                                          ServiceLimits{config.chunk_bytes}, s->decoder_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -128,7 +140,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->decode_sessions_ =
       std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
   s->decode_service_ = std::make_unique<DecodeService>(s->decode_sessions_.get(), s->store_.get(),
-                                                      s->auth_.get(), s->data_plane_.get());
+                                                       s->auth_.get(), s->data_plane_.get());
   s->decode_metrics_ =
       std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
   builder.RegisterService(s->decode_service_.get());

@@ -210,5 +210,24 @@ TEST(ValidateConfigTest, CrossFieldRules) {
   EXPECT_NE(st.message().find("dense_decode_backend"), std::string::npos) << st;
 }
 
+TEST(ValidateConfigTest, HostTierMappingIsAutoOnOrOffAndOnNeedsCuda) {
+  ServerConfig c;
+  EXPECT_EQ(c.host_tier_mapping, "auto");
+  for (const char* value : {"auto", "off"}) {
+    c.host_tier_mapping = value;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << value;
+  }
+  c.host_tier_mapping = "on";
+#ifdef LEAPCACHE_WITH_CUDA
+  EXPECT_TRUE(ValidateConfig(c).ok());
+#else
+  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
+#endif
+  c.host_tier_mapping = "pinned";
+  const absl::Status st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("host_tier_mapping"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace leapcache::server

@@ -7,8 +7,13 @@
 #include <set>
 #include <vector>
 
+#include "service/core/checkpoint_store.h"
+#include "test_util.h"
+
 namespace leapcache::core {
 namespace {
+
+using namespace leapcache::core::testing;  // NOLINT
 
 TEST(HostTierTest, CapacityIsWholePagesWithinTheBudget) {
   auto tier = HostTier::Create("host", 10 * 4096 + 100, 4096);
@@ -85,6 +90,57 @@ TEST(HostTierTest, CopyBetweenTiers) {
             absl::StatusCode::kInvalidArgument);
   a->Free(pa);
   b->Free(pb);
+}
+
+TEST(HostTierTest, UnmappedTiersHaveNoDeviceAddresses) {
+  auto tier = std::move(HostTier::Create("host", 4 * 4096, 4096)).value();
+  EXPECT_EQ(tier->cuda_device(), -1);
+  EXPECT_EQ(tier->DeviceAddress(0), nullptr);
+  EXPECT_EQ(tier->arena(), tier->HostAddress(0));
+  EXPECT_EQ(tier->arena_bytes(), 4u * 4096);
+}
+
+TEST(HostTierTest, AMappedTierReportsEachPagesDeviceAddressAndUnmapsBeforeItsMemoryGoes) {
+  // The device base stands in for cudaHostGetDevicePointer's; the core never dereferences it.
+  static uint8_t device_view[1];
+  int unmapped = 0;
+  {
+    auto tier = std::move(HostTier::Create("host", 4 * 8192, 8192)).value();
+    tier->MapOnDevice(3, device_view, [&] {
+      ++unmapped;
+      // Still the tier's memory: the unmap runs before it is freed.
+    });
+    EXPECT_EQ(tier->cuda_device(), 3);
+    EXPECT_EQ(tier->DeviceAddress(0), device_view);
+    EXPECT_EQ(tier->DeviceAddress(2), device_view + 2 * 8192);
+    EXPECT_EQ(tier->DeviceAddress(4), nullptr);  // past the last page
+    EXPECT_NE(tier->HostAddress(2), nullptr);    // still host memory too
+    EXPECT_EQ(unmapped, 0);
+  }
+  EXPECT_EQ(unmapped, 1);
+}
+
+TEST(HostTierTest, ALeaseOverAMappedTierGivesDeviceAddressesOfTheSameBytes) {
+  static uint8_t device_view[1];
+  auto tier = std::move(HostTier::Create("host", 64 * 4096, 4096)).value();
+  const uint8_t* const arena = tier->arena();
+  tier->MapOnDevice(0, device_view, [] {});
+  std::vector<std::unique_ptr<MemoryTier>> tiers;
+  tiers.push_back(std::move(tier));
+  auto store = std::move(CheckpointStore::Create(QuietOptions(), std::move(tiers))).value();
+  const NamespaceInfo ns = *store->GetNamespace(*store->RegisterNamespace(SmallSpec()));
+  ASSERT_TRUE(PutSeeded(*store, ns, HashOf(1), PositionAt(2), {0, 4}, 7).ok());
+  absl::StatusOr<ReadLease> lease = store->Get(ns.id, HashOf(1), {1, 3});
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->cuda_device(), 0);
+  EXPECT_TRUE(lease->host_addressable());
+  for (int layer = 0; layer < lease->layers(); ++layer) {
+    for (int head = 1; head < 3; ++head) {
+      EXPECT_EQ(lease->DeviceBlob(layer, head) - device_view,
+                lease->Blob(layer, head).data() - arena)
+          << layer << " " << head;
+    }
+  }
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ absl::Status Unauthenticated(absl::string_view why) {
 
 }  // namespace
 
-absl::StatusOr<std::string> AuthenticateCall(const grpc::ServerContext& context,
+absl::StatusOr<std::string> AuthenticateCall(const grpc::ServerContextBase& context,
                                              const TokenTable& tokens) {
   const auto& metadata = context.client_metadata();
   auto [begin, end] = metadata.equal_range(kAuthorization);
@@ -41,7 +41,7 @@ absl::StatusOr<std::string> AuthenticateCall(const grpc::ServerContext& context,
   return *std::move(tenant);
 }
 
-absl::StatusOr<std::string> Authorizer::Caller(const grpc::ServerContext& context) const {
+absl::StatusOr<std::string> Authorizer::Caller(const grpc::ServerContextBase& context) const {
   if (!tokens_.has_value()) return std::string();
   return AuthenticateCall(context, *tokens_);
 }
@@ -60,7 +60,7 @@ absl::Status Authorizer::Namespace(const std::string& tenant, core::NamespaceId 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Authorizer::CallerFor(const grpc::ServerContext& context,
+absl::StatusOr<std::string> Authorizer::CallerFor(const grpc::ServerContextBase& context,
                                                   core::NamespaceId ns) const {
   absl::StatusOr<std::string> tenant = Caller(context);
   if (!tenant.ok()) return tenant.status();

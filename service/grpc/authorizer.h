@@ -36,7 +36,7 @@ namespace leapcache::server {
 
 // The tenant a call acts for, from its `authorization` metadata; UNAUTHENTICATED for a missing,
 // repeated or malformed header or an unknown token (the message never repeats the token).
-absl::StatusOr<std::string> AuthenticateCall(const grpc::ServerContext& context,
+absl::StatusOr<std::string> AuthenticateCall(const grpc::ServerContextBase& context,
                                              const TokenTable& tokens);
 
 class Authorizer {
@@ -49,14 +49,14 @@ class Authorizer {
   bool enabled() const { return tokens_.has_value(); }
 
   // The calling tenant ("" when open).
-  absl::StatusOr<std::string> Caller(const grpc::ServerContext& context) const;
+  absl::StatusOr<std::string> Caller(const grpc::ServerContextBase& context) const;
   // OK if `tenant` may register a namespace for `requested` (its own tenant only).
   absl::Status Register(const std::string& tenant, const std::string& requested) const;
   // OK if namespace `ns` is `tenant`'s; the store's NOT_FOUND for an unknown one, and the same
   // for another tenant's.
   absl::Status Namespace(const std::string& tenant, core::NamespaceId ns) const;
   // The caller, authorized for namespace `ns`: Caller and Namespace in one.
-  absl::StatusOr<std::string> CallerFor(const grpc::ServerContext& context,
+  absl::StatusOr<std::string> CallerFor(const grpc::ServerContextBase& context,
                                         core::NamespaceId ns) const;
 
   // Put ownership (only recorded when enabled): `tenant` reserved put `id`, valid for `ttl`.

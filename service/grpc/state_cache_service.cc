@@ -1,5 +1,9 @@
 #include "service/grpc/state_cache_service.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/slice.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -7,11 +11,11 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
-#include "gpu/format.h"
 #include "base/status_macros.h"
+#include "gpu/format.h"
 #include "service/facade/checkpoint_reader.h"
-#include "service/grpc/grpc_status.h"
 #include "service/facade/namespace_fingerprint.h"
+#include "service/grpc/grpc_status.h"
 #include "service/grpc/proto_convert.h"
 
 namespace leapcache::server {
@@ -137,25 +141,79 @@ grpc::Status StateCacheService::ReservePut(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::UploadPut(grpc::ServerContext* context,
-                                          grpc::ServerReader<v1::UploadPutRequest>* reader,
-                                          v1::UploadPutResponse* response) {
-  absl::StatusOr<std::string> caller = auth_->Caller(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
-  v1::UploadPutRequest chunk;
-  uint64_t received = 0;
-  while (reader->Read(&chunk)) {
-    // Each chunk's put is checked before it is stored: a stream may name several puts.
-    if (absl::Status st = auth_->Put(*caller, chunk.put_id()); !st.ok()) return ToGrpcStatus(st);
-    const std::string& data = chunk.data();
-    absl::Status st = puts_->Upload(
-        chunk.put_id(), chunk.offset(),
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
-    if (!st.ok()) return ToGrpcStatus(st);
-    received += data.size();
+namespace {
+
+// One UploadPut stream: reads a chunk, checks it, stores it, reads the next; at the client's
+// half-close answers with the bytes received. The first failing chunk ends the stream with its
+// status; chunks stored before it stay (the put stays open for a retry or AbortPut).
+class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  UploadReactor(PutPipeline* puts, const Authorizer* auth, std::string caller,
+                grpc::ByteBuffer* response)
+      : puts_(puts), auth_(auth), caller_(std::move(caller)), response_(response) {
+    StartRead(&message_);
   }
-  response->set_bytes_received(received);
-  return grpc::Status::OK;
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client's half-close (a broken call never sees this Finish)
+      v1::UploadPutResponse r;
+      r.set_bytes_received(received_);
+      grpc::Slice bytes(r.SerializeAsString());
+      *response_ = grpc::ByteBuffer(&bytes, 1);
+      Finish(grpc::Status::OK);
+      return;
+    }
+    v1::UploadPutRequest chunk;
+    grpc::ProtoBufferReader in(&message_);
+    if (!chunk.ParseFromZeroCopyStream(&in)) {
+      Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+          "UploadPut message ", chunks_ + 1, " does not parse as an UploadPutRequest"))));
+      return;
+    }
+    ++chunks_;
+    // Each chunk's put is checked before it is stored: a stream may name several puts.
+    if (absl::Status st = auth_->Put(caller_, chunk.put_id()); !st.ok()) {
+      Finish(ToGrpcStatus(st));
+      return;
+    }
+    const std::string& data = chunk.data();
+    if (absl::Status st = puts_->Upload(
+            chunk.put_id(), chunk.offset(),
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+        !st.ok()) {
+      Finish(ToGrpcStatus(st));
+      return;
+    }
+    received_ += data.size();
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  PutPipeline* const puts_;
+  const Authorizer* const auth_;
+  const std::string caller_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer message_;
+  uint64_t received_ = 0;
+  uint64_t chunks_ = 0;
+};
+
+// A stream refused before its first read.
+class RefusedUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  explicit RefusedUpload(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* StateCacheService::UploadPut(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return new RefusedUpload(ToGrpcStatus(caller.status()));
+  return new UploadReactor(puts_, auth_, *std::move(caller), response);
 }
 
 grpc::Status StateCacheService::CommitPut(grpc::ServerContext* context,

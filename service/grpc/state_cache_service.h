@@ -5,6 +5,7 @@
 // decodes the request (proto_convert.h), calls the cache core (through PutPipeline for puts and
 // CheckpointReader for gets) and encodes the result; every status leaves through ToGrpcStatus
 // (grpc_status.h). No handler keeps state between calls (put ownership is the authorizer's).
+//
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,11 @@ struct ServiceLimits {
   uint64_t chunk_bytes = 0;
 };
 
-class StateCacheService final : public v1::StateCache::Service {
+// UploadPut is a callback method over raw messages: each chunk is parsed here, so a message that
+// does not parse ends the stream with INVALID_ARGUMENT (the synchronous API reports it as the
+// stream's end, which answered OK and dropped the rest), and an idle stream holds no thread.
+class StateCacheService final
+    : public v1::StateCache::WithRawCallbackMethod_UploadPut<v1::StateCache::Service> {
  public:
   // `store`, `puts`, `auth` and `decoder` (dense gets' codec; the CPU reference when null) must
   // outlive the service.
@@ -38,9 +43,8 @@ class StateCacheService final : public v1::StateCache::Service {
                       v1::LookupResponse* response) override;
   grpc::Status ReservePut(grpc::ServerContext* context, const v1::ReservePutRequest* request,
                           v1::ReservePutResponse* response) override;
-  grpc::Status UploadPut(grpc::ServerContext* context,
-                         grpc::ServerReader<v1::UploadPutRequest>* reader,
-                         v1::UploadPutResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadPut(grpc::CallbackServerContext* context,
+                                                       grpc::ByteBuffer* response) override;
   grpc::Status CommitPut(grpc::ServerContext* context, const v1::CommitPutRequest* request,
                          v1::CommitPutResponse* response) override;
   grpc::Status AbortPut(grpc::ServerContext* context, const v1::AbortPutRequest* request,

@@ -3,6 +3,7 @@
 // ragged and over-long chains, unknown formats and enum values, damaged uploads. After every
 // case the store is compared with its state before: same checkpoints, same memory, nothing
 // pending, and the known checkpoint still reads back byte-exact.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -296,6 +297,60 @@ TEST_F(BadInputTest, OversizedMessages) {
   ASSERT_TRUE(c->AbortPut(put->put_id).ok());
   const std::vector<client::BlockHash> chain(300000, TestHash(1));  // 9.6 MiB
   EXPECT_EQ(c->Lookup({ns_.id, chain, {}, 0, 16}).status().code(), StatusCode::kResourceExhausted);
+  ExpectUnchanged();
+}
+
+TEST_F(BadInputTest, AnUnparsableUploadMessageEndsTheStreamWithInvalidArgument) {
+  // A raw stream: a good chunk, bytes that are no UploadPutRequest (a field of wire type 7),
+  // then the rest of the put. The stream ends at the bad message with its status, not OK, and
+  // the chunk after it is not stored: the put does not commit.
+  const client::Reservation put = Reserve(TestHash(9));
+  const size_t half = blobs_.size() / 2;
+  auto chunk = [&](size_t begin, size_t end) {
+    v1::UploadPutRequest q;
+    q.set_put_id(put.put_id);
+    q.set_offset(begin);
+    q.set_data(std::string(blobs_.begin() + begin, blobs_.begin() + end));
+    grpc::Slice bytes(q.SerializeAsString());
+    return grpc::ByteBuffer(&bytes, 1);
+  };
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext c;
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream =
+      generic.PrepareCall(&c, "/leapcache.v1.StateCache/UploadPut", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](int want) {
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(tag, reinterpret_cast<void*>(want));
+  };
+  stream->StartCall(reinterpret_cast<void*>(1));
+  step(1);
+  const grpc::ByteBuffer first = chunk(0, half);
+  stream->Write(first, reinterpret_cast<void*>(2));
+  step(2);
+  const std::string garbage = "\x0f\xff\xff";
+  grpc::Slice bad_slice(garbage);
+  const grpc::ByteBuffer bad(&bad_slice, 1);
+  stream->Write(bad, reinterpret_cast<void*>(3));
+  step(3);
+  const grpc::ByteBuffer second = chunk(half, blobs_.size());
+  stream->Write(second, reinterpret_cast<void*>(4));
+  step(4);  // may fail once the server has ended the stream
+  stream->WritesDone(reinterpret_cast<void*>(5));
+  step(5);
+  grpc::Status status;
+  stream->Finish(&status, reinterpret_cast<void*>(6));
+  step(6);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_NE(status.error_message().find("does not parse"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(client_->CommitPut(put.put_id, client::Crc32c(blobs_)).code(), StatusCode::kDataLoss);
+  ASSERT_TRUE(client_->AbortPut(put.put_id).ok());
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
   ExpectUnchanged();
 }
 

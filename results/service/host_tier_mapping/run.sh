@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The device tests of the data plane, then CUDA IPC gets from the host tier with the tier mapped
-# for the device and without (the same run), then mapped under MPS. From the repository root,
-# with the bundle of: scripts/stage_device_bundle.sh build-devrun build .carry/build-devrun.tar.xz
+# for the device and without (the same run), then mapped under MPS. On a GPU machine, from the
+# repository root, with a bundle from scripts/stage_device_bundle.sh (the folder or its .tar.xz):
+#   results/service/host_tier_mapping/run.sh BUNDLE RESULTS_DIR
 set -u
-b=.carry/build-devrun.tar.xz.unpacked
-[ -d $b ] || { mkdir -p $b && tar -xJf .carry/build-devrun.tar.xz -C $b; }
-bundle=$(echo $b/*/)
+bundle=${1:?usage: run.sh BUNDLE RESULTS_DIR}
+out=${2:?usage: run.sh BUNDLE RESULTS_DIR}
+if [ -f "$bundle" ]; then  # the archive: unpacked beside itself, once
+  unpacked="$(dirname "$bundle")/$(basename "$bundle" .tar.xz).unpacked"
+  [ -d "$unpacked" ] || { mkdir -p "$unpacked" && tar -xJf "$bundle" -C "$unpacked"; }
+  bundle=$(echo "$unpacked"/*/)
+fi
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" LEAPCACHE_SERVER_BIN="$bundle/bin/leapcache-server"
-out=/tmp/m; mkdir -p $out
+mkdir -p "$out"
 for t in transport_gpu_test device_tier_test; do
   timeout 200 "$bundle/bin/$t" --gtest_color=no > $out/$t.log 2>&1; echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' $out/$t.log | tr '\n' ' ')"
 done

@@ -209,7 +209,9 @@ absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,
 
 absl::Status Client::Upload(const Reservation& put, uint64_t offset,
                             std::span<const uint8_t> bytes) {
+  // The server refuses chunks over the size it advertised (whole states for dense puts).
   size_t chunk = impl_->options.chunk_bytes;
+  if (put.max_chunk_bytes > 0) chunk = std::min<size_t>(chunk, put.max_chunk_bytes);
   if (put.state_bytes > 0) {
     chunk = std::max<size_t>(1, chunk / put.state_bytes) * put.state_bytes;
   }

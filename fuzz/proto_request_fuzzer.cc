@@ -32,6 +32,8 @@
 #include "service/facade/put_pipeline.h"
 #include "service/grpc/authorizer.h"
 #include "service/grpc/state_cache_service.h"
+#include "service/grpc/stream_watchdog.h"
+#include "service/metrics/registry.h"
 
 namespace {
 
@@ -99,6 +101,8 @@ struct Harness {
   std::unique_ptr<core::CheckpointStore> store;
   std::unique_ptr<server::PutPipeline> puts;
   std::unique_ptr<server::Authorizer> auth;  // open: no tokens file
+  std::unique_ptr<leapcache::metrics::Registry> registry;
+  std::unique_ptr<server::StreamWatchdog> watchdog;  // never swept: no stream runs here
   std::unique_ptr<server::StateCacheService> service;
   std::vector<uint64_t> reserved;  // put ids this input reserved
   std::vector<uint32_t> namespaces;  // ids this input registered, in order
@@ -127,9 +131,11 @@ Harness MakeHarness() {
   h.puts = std::make_unique<server::PutPipeline>(h.store.get(), core::MonotonicClock());
   h.auth = std::make_unique<server::Authorizer>(std::nullopt, h.store.get(),
                                                 core::MonotonicClock());
-  h.service = std::make_unique<server::StateCacheService>(h.store.get(), h.puts.get(),
-                                                          h.auth.get(),
-                                                          server::ServiceLimits{64 << 10});
+  h.registry = std::make_unique<leapcache::metrics::Registry>();
+  h.watchdog = std::make_unique<server::StreamWatchdog>(server::StreamLimits{},
+                                                        core::MonotonicClock(), h.registry.get());
+  h.service = std::make_unique<server::StateCacheService>(
+      h.store.get(), h.puts.get(), h.auth.get(), h.watchdog.get(), server::ServiceLimits{64 << 10});
   return h;
 }
 

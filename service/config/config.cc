@@ -1,5 +1,7 @@
 #include "service/config/config.h"
 
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "service/config/auth_tokens.h"
@@ -150,6 +152,21 @@ absl::Status ValidateConfig(const ServerConfig& c) {
   }
   if (c.decode_idle_timeout <= absl::ZeroDuration()) {
     return Invalid("decode_idle_timeout must be positive");
+  }
+  // The watchdog checks streams every kStreamSweepInterval (server.h); a limit below it would
+  // not mean what it says.
+  for (const auto& [name, limit] : {std::pair<const char*, absl::Duration>{
+                                        "stream_idle_timeout", c.stream_idle_timeout},
+                                    {"stream_max_age", c.stream_max_age}}) {
+    if (limit < absl::Milliseconds(500) || limit == absl::InfiniteDuration()) {
+      return Invalid(absl::StrCat(name, " must be a finite duration >= 500ms (got ",
+                                  absl::FormatDuration(limit), ")"));
+    }
+  }
+  if (c.stream_max_age < c.stream_idle_timeout) {
+    return Invalid(absl::StrCat("stream_max_age (", absl::FormatDuration(c.stream_max_age),
+                                ") must not be below stream_idle_timeout (",
+                                absl::FormatDuration(c.stream_idle_timeout), ")"));
   }
   return absl::OkStatus();
 }

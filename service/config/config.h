@@ -117,8 +117,10 @@ struct ServerConfig {
   // Concurrent calls per client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); gRPC's
   // default is unlimited.
   int64_t max_concurrent_streams = 256;
-  // Threads serving calls. Each call in progress holds one (streams for their whole duration);
-  // calls beyond it fail with RESOURCE_EXHAUSTED rather than queue without bound.
+  // Threads serving unary calls. Each unary call in progress holds one (the Get and UploadPut
+  // streams hold none while they wait for their client); calls beyond it fail with
+  // RESOURCE_EXHAUSTED rather than queue without bound, and health turns NOT_SERVING while they
+  // do (service/server/serving_probe.h).
   int64_t max_threads = 512;
   // Server-initiated HTTP/2 pings on idle connections, to detect dead clients holding streams.
   absl::Duration keepalive_time = absl::Seconds(60);
@@ -134,6 +136,15 @@ struct ServerConfig {
   absl::Duration handshake_timeout = absl::Seconds(10);
   // Largest metadata (headers) a call may carry; gRPC's default is 8 KiB, kept explicit.
   uint64_t max_metadata_bytes = 16 * kKiB;
+  // A Get whose client takes no message for this long, or an UploadPut that sends none, is
+  // cancelled (DEADLINE_EXCEEDED in the server's log and metrics, CANCELLED to the client) and
+  // what it held (a read lease: the checkpoint's memory) is released. A stream holds no thread
+  // while it waits, but an unread Get holds its lease, which Delete cannot free.
+  absl::Duration stream_idle_timeout = absl::Seconds(30);
+  // A Get stream open this long is cancelled whatever its progress, so a client that takes a
+  // byte at a time cannot keep a checkpoint leased: no read lease of a stream lives longer. At
+  // the lowest rate worth serving (1 MiB/s) this passes a 600 MiB checkpoint.
+  absl::Duration stream_max_age = absl::Minutes(10);
 
   // --- Attached decode (decode.proto) ---
   // Live-state memory of all decode sessions together (host memory on the CPU backend, device

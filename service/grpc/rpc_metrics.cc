@@ -1,5 +1,7 @@
 #include "service/grpc/rpc_metrics.h"
 
+#include <grpcpp/server_context.h>
+
 #include <chrono>
 #include <initializer_list>
 
@@ -32,14 +34,17 @@ const ServiceMethods kServices[] = {
 
 class Interceptor final : public grpc::experimental::Interceptor {
  public:
-  Interceptor(RpcMetrics* metrics, const char* method)
+  Interceptor(RpcMetrics* metrics, grpc::experimental::ServerRpcInfo* info)
       : metrics_(metrics),
-        method_(method != nullptr ? method : ""),
+        info_(info),
+        method_(info->method() != nullptr ? info->method() : ""),
         start_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    // The server's own serving probe comes over its in-process channel: not a client's call.
     if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS) &&
+        !IsInProcessPeer(info_->server_context()->peer())) {
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
       metrics_->Record(method_, methods->GetSendStatus().error_code(), elapsed.count());
     }
@@ -48,6 +53,7 @@ class Interceptor final : public grpc::experimental::Interceptor {
 
  private:
   RpcMetrics* const metrics_;
+  grpc::experimental::ServerRpcInfo* const info_;
   const std::string method_;
   const std::chrono::steady_clock::time_point start_;
 };
@@ -57,7 +63,7 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
   explicit Factory(RpcMetrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new Interceptor(metrics_, info->method());
+    return new Interceptor(metrics_, info);
   }
 
  private:
@@ -101,6 +107,10 @@ void RpcMetrics::Record(absl::string_view method_path, grpc::StatusCode code, do
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 RpcMetrics::InterceptorFactory() {
   return std::make_unique<Factory>(this);
+}
+
+bool IsInProcessPeer(absl::string_view peer) {
+  return peer == "unknown" || absl::StartsWith(peer, "inproc");
 }
 
 const char* StatusCodeLabel(grpc::StatusCode code) {

@@ -4,7 +4,9 @@
 //   leapcache_rpc_duration_seconds{method}       histogram, from the call's start on the server
 //                                                 to its status being sent (streams included)
 // `method` is "<Service>/<Rpc>" for StateCache, DataPlane, Decode and Health; calls to any
-// other path count as "unknown", so clients cannot create series at will.
+// other path count as "unknown", so clients cannot create series at will. Calls over the
+// server's in-process channel (its serving probe, service/server/serving_probe.h) are not
+// counted.
 #pragma once
 
 #include <grpcpp/support/server_interceptor.h>
@@ -39,6 +41,10 @@ class RpcMetrics {
   metrics::Family<metrics::Counter>& calls_;
   metrics::Family<metrics::Histogram>& duration_;
 };
+
+// Whether a call's peer (ServerContext::peer()) is the server's in-process channel: gRPC names it
+// "unknown" (1.51) or "inproc..."; a network client is "ipv4:...", "ipv6:..." or "unix:...".
+bool IsInProcessPeer(absl::string_view peer);
 
 // "OK", "NOT_FOUND", ...: the canonical names of status codes, as label values.
 const char* StatusCodeLabel(grpc::StatusCode code);

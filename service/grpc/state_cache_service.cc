@@ -5,12 +5,16 @@
 #include <grpcpp/support/slice.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "gpu/format.h"
 #include "service/facade/checkpoint_reader.h"
@@ -143,19 +147,46 @@ grpc::Status StateCacheService::ReservePut(grpc::ServerContext* context,
 
 namespace {
 
+// The status of a stream the watchdog ended (the client sees CANCELLED: the call is cancelled).
+grpc::Status Expired(StreamExpiry why, const StreamLimits& limits) {
+  return ToGrpcStatus(absl::DeadlineExceededError(
+      why == StreamExpiry::kIdle
+          ? absl::StrCat("no message moved for stream_idle_timeout (",
+                         absl::FormatDuration(limits.idle), ")")
+          : absl::StrCat("the stream was open for stream_max_age (",
+                         absl::FormatDuration(limits.max_age), ")")));
+}
+
 // One UploadPut stream: reads a chunk, checks it, stores it, reads the next; at the client's
 // half-close answers with the bytes received. The first failing chunk ends the stream with its
-// status; chunks stored before it stay (the put stays open for a retry or AbortPut).
+// status; chunks stored before it stay (the put stays open for a retry or AbortPut). A stream
+// that receives no chunk for the watchdog's idle limit is cancelled.
 class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  UploadReactor(PutPipeline* puts, const Authorizer* auth, std::string caller,
+  UploadReactor(grpc::CallbackServerContext* context, PutPipeline* puts, const Authorizer* auth,
+                StreamWatchdog* watchdog, uint64_t max_chunk, std::string caller,
                 grpc::ByteBuffer* response)
-      : puts_(puts), auth_(auth), caller_(std::move(caller)), response_(response) {
+      : context_(context),
+        puts_(puts),
+        auth_(auth),
+        watchdog_(watchdog),
+        max_chunk_(max_chunk),
+        caller_(std::move(caller)),
+        response_(response) {
+    watch_ = watchdog_->Watch("StateCache/UploadPut", [this](StreamExpiry why) {
+      expired_.store(static_cast<int>(why) + 1);
+      context_->TryCancel();  // last: the stream may end inside it, and `this` with it
+    });
     StartRead(&message_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client's half-close (a broken call never sees this Finish)
+    if (!ok) {
+      if (const int why = expired_.load(); why != 0) {
+        Finish(Expired(static_cast<StreamExpiry>(why - 1), watchdog_->limits()));
+        return;
+      }
+      // The client's half-close (a broken call never sees this Finish).
       v1::UploadPutResponse r;
       r.set_bytes_received(received_);
       grpc::Slice bytes(r.SerializeAsString());
@@ -163,6 +194,7 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       Finish(grpc::Status::OK);
       return;
     }
+    watch_->Progress();
     v1::UploadPutRequest chunk;
     grpc::ProtoBufferReader in(&message_);
     if (!chunk.ParseFromZeroCopyStream(&in)) {
@@ -177,6 +209,13 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     const std::string& data = chunk.data();
+    if (data.size() > max_chunk_) {
+      Finish(ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("UploadPut chunk ", chunks_, " holds ", data.size(),
+                       " bytes, more than the server's chunk limit of ", max_chunk_,
+                       " (ReservePut's max_chunk_bytes)"))));
+      return;
+    }
     if (absl::Status st = puts_->Upload(
             chunk.put_id(), chunk.offset(),
             std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
@@ -188,22 +227,129 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     StartRead(&message_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    watchdog_->Unwatch(watch_);
+    delete this;
+  }
 
  private:
+  grpc::CallbackServerContext* const context_;
   PutPipeline* const puts_;
   const Authorizer* const auth_;
+  StreamWatchdog* const watchdog_;
+  const uint64_t max_chunk_;
   const std::string caller_;
   grpc::ByteBuffer* const response_;
+  StreamWatchdog::Entry* watch_ = nullptr;
+  std::atomic<int> expired_{0};  // 0, or 1 + the StreamExpiry
   grpc::ByteBuffer message_;
   uint64_t received_ = 0;
   uint64_t chunks_ = 0;
 };
 
-// A stream refused before its first read.
-class RefusedUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+// One Get stream: a message of at most `chunk` data bytes at a time, the next made once the
+// client took the previous one. The read lease is held only while bytes remain to be copied out
+// of the store: it goes with the last bytes, when the stream fails, or when the watchdog expires
+// the stream (no message taken for the idle limit, or open for the maximum age).
+class GetReactor final : public grpc::ServerWriteReactor<v1::GetResponse> {
  public:
-  explicit RefusedUpload(const grpc::Status& status) { Finish(status); }
+  GetReactor(grpc::CallbackServerContext* context, std::unique_ptr<CheckpointReader> reader,
+             uint64_t chunk, StreamWatchdog* watchdog)
+      : context_(context), watchdog_(watchdog), chunk_(chunk), reader_(std::move(reader)) {
+    GetHeaderToProto(reader_->shape(), response_.mutable_header());
+    watch_ = watchdog_->Watch("StateCache/Get", [this](StreamExpiry why) {
+      {
+        absl::MutexLock lock(&mu_);
+        expired_ = why;
+        reader_.reset();  // the lease goes now, whatever the transport still holds
+      }
+      context_->TryCancel();  // last: the stream may end inside it, and `this` with it
+    });
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    watch_->Progress();
+    if (!ok) {  // the client went away, the deadline passed, or the watchdog cancelled
+      grpc::Status status(grpc::StatusCode::CANCELLED, "the client stopped reading");
+      {
+        absl::MutexLock lock(&mu_);
+        reader_.reset();
+        if (expired_.has_value()) status = Expired(*expired_, watchdog_->limits());
+      }
+      Finish(status);
+      return;
+    }
+    if (last_sent_) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    response_.clear_header();
+    Next();
+  }
+
+  void OnDone() override {
+    watchdog_->Unwatch(watch_);
+    delete this;
+  }
+
+ private:
+  // Makes the next message and starts writing it, or finishes the stream. No lock is held while
+  // a stream operation starts.
+  void Next() {
+    absl::Status failed;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reader_ == nullptr) {
+        failed = absl::DeadlineExceededError("expired");  // replaced below by Expired()
+      } else {
+        CheckpointReader& r = *reader_;
+        response_.set_offset(r.offset());
+        std::string* data = response_.mutable_data();
+        data->resize(std::min<uint64_t>(chunk_, r.shape().total_bytes - r.offset()));
+        absl::StatusOr<size_t> n =
+            r.Read(std::span<uint8_t>(reinterpret_cast<uint8_t*>(data->data()), data->size()));
+        if (!n.ok()) {
+          failed = n.status();
+          reader_.reset();
+        } else {
+          data->resize(*n);
+          if (r.done()) {
+            response_.mutable_trailer()->set_crc32c(r.crc32c());
+            last_sent_ = true;
+            reader_.reset();  // every byte is in the message: the lease is no longer needed
+          }
+        }
+      }
+      if (!failed.ok() && expired_.has_value()) {
+        const grpc::Status status = Expired(*expired_, watchdog_->limits());
+        failed = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                              status.error_message());
+      }
+    }
+    if (!failed.ok()) {
+      Finish(ToGrpcStatus(failed));
+      return;
+    }
+    StartWrite(&response_);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  StreamWatchdog* const watchdog_;
+  const uint64_t chunk_;
+  StreamWatchdog::Entry* watch_ = nullptr;
+  v1::GetResponse response_;  // the message in flight; only the stream's own callbacks touch it
+  bool last_sent_ = false;
+  absl::Mutex mu_;
+  std::unique_ptr<CheckpointReader> reader_ ABSL_GUARDED_BY(mu_);
+  std::optional<StreamExpiry> expired_ ABSL_GUARDED_BY(mu_);
+};
+
+// A stream refused before its first message.
+template <typename Reactor>
+class Refused final : public Reactor {
+ public:
+  explicit Refused(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
 };
 
@@ -212,8 +358,11 @@ class RefusedUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 grpc::ServerReadReactor<grpc::ByteBuffer>* StateCacheService::UploadPut(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   absl::StatusOr<std::string> caller = auth_->Caller(*context);
-  if (!caller.ok()) return new RefusedUpload(ToGrpcStatus(caller.status()));
-  return new UploadReactor(puts_, auth_, *std::move(caller), response);
+  if (!caller.ok()) {
+    return new Refused<grpc::ServerReadReactor<grpc::ByteBuffer>>(ToGrpcStatus(caller.status()));
+  }
+  return new UploadReactor(context, puts_, auth_, watchdog_, MaxUploadChunkBytes(limits_),
+                           *std::move(caller), response);
 }
 
 grpc::Status StateCacheService::CommitPut(grpc::ServerContext* context,
@@ -239,39 +388,20 @@ grpc::Status StateCacheService::AbortPut(grpc::ServerContext* context,
   return ToGrpcStatus(aborted);
 }
 
-grpc::Status StateCacheService::Get(grpc::ServerContext* context, const v1::GetRequest* request,
-                                    grpc::ServerWriter<v1::GetResponse>* writer) {
+grpc::ServerWriteReactor<v1::GetResponse>* StateCacheService::Get(
+    grpc::CallbackServerContext* context, const v1::GetRequest* request) {
+  using RefusedGet = Refused<grpc::ServerWriteReactor<v1::GetResponse>>;
   if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
       !caller.ok()) {
-    return ToGrpcStatus(caller.status());
+    return new RefusedGet(ToGrpcStatus(caller.status()));
   }
   absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
       OpenReader(*store_, *request, decoder_);
-  if (!reader.ok()) return ToGrpcStatus(reader.status());
-  CheckpointReader& r = **reader;
+  if (!reader.ok()) return new RefusedGet(ToGrpcStatus(reader.status()));
   const uint64_t chunk = request->max_chunk_bytes() == 0
                              ? limits_.chunk_bytes
                              : std::min(request->max_chunk_bytes(), limits_.chunk_bytes);
-  v1::GetResponse response;
-  GetHeaderToProto(r.shape(), response.mutable_header());
-  do {
-    response.set_offset(r.offset());
-    std::string* data = response.mutable_data();
-    data->resize(std::min<uint64_t>(chunk, r.shape().total_bytes - r.offset()));
-    absl::StatusOr<size_t> n =
-        r.Read(std::span<uint8_t>(reinterpret_cast<uint8_t*>(data->data()), data->size()));
-    if (!n.ok()) return ToGrpcStatus(n.status());
-    data->resize(*n);
-    if (r.done()) response.mutable_trailer()->set_crc32c(r.crc32c());
-    // A failed write means the client went away or the deadline passed; the lease is released
-    // when `reader` goes out of scope.
-    if (!writer->Write(response)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client stopped reading");
-    }
-    response.clear_header();
-  } while (!r.done() && !context->IsCancelled());
-  if (!r.done()) return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
-  return grpc::Status::OK;
+  return new GetReactor(context, *std::move(reader), chunk, watchdog_);
 }
 
 grpc::Status StateCacheService::Delete(grpc::ServerContext* context,

@@ -8,6 +8,7 @@
 //
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "leapcache/v1/state_cache.grpc.pb.h"
@@ -15,6 +16,7 @@
 #include "service/facade/put_pipeline.h"
 #include "service/facade/state_decoder.h"
 #include "service/grpc/authorizer.h"
+#include "service/grpc/stream_watchdog.h"
 
 namespace leapcache::server {
 
@@ -24,17 +26,34 @@ struct ServiceLimits {
   uint64_t chunk_bytes = 0;
 };
 
-// UploadPut is a callback method over raw messages: each chunk is parsed here, so a message that
-// does not parse ends the stream with INVALID_ARGUMENT (the synchronous API reports it as the
-// stream's end, which answered OK and dropped the rest), and an idle stream holds no thread.
+// The largest UploadPut chunk accepted: chunk_bytes, or one dense state where a state is larger
+// (ReservePut advertises whole states to dense puts; the largest is 256 x 256 fp32). Larger
+// chunks end the stream with INVALID_ARGUMENT.
+inline uint64_t MaxUploadChunkBytes(const ServiceLimits& limits) {
+  return std::max<uint64_t>(limits.chunk_bytes, 256 * 256 * 4);
+}
+
+// The two streams are callback methods, so a stream holds no thread while it waits for its client
+// (a few hundred idle or unread streams once took every thread of the pool), and both are watched
+// by the StreamWatchdog, which ends a stream whose client stopped taking part and so releases its
+// read lease. UploadPut is over raw messages: each chunk is parsed here, so a message that does
+// not parse ends the stream with INVALID_ARGUMENT (the synchronous API reports it as the stream's
+// end, which answered OK and dropped the rest).
 class StateCacheService final
-    : public v1::StateCache::WithRawCallbackMethod_UploadPut<v1::StateCache::Service> {
+    : public v1::StateCache::WithCallbackMethod_Get<
+          v1::StateCache::WithRawCallbackMethod_UploadPut<v1::StateCache::Service>> {
  public:
-  // `store`, `puts`, `auth` and `decoder` (dense gets' codec; the CPU reference when null) must
-  // outlive the service.
+  // `store`, `puts`, `auth`, `watchdog` and `decoder` (dense gets' codec; the CPU reference when
+  // null) must outlive the service.
   StateCacheService(core::CheckpointStore* store, PutPipeline* puts, Authorizer* auth,
-                    ServiceLimits limits, StateDecoder* decoder = nullptr)
-      : store_(store), puts_(puts), auth_(auth), limits_(limits), decoder_(decoder) {}
+                    StreamWatchdog* watchdog, ServiceLimits limits,
+                    StateDecoder* decoder = nullptr)
+      : store_(store),
+        puts_(puts),
+        auth_(auth),
+        watchdog_(watchdog),
+        limits_(limits),
+        decoder_(decoder) {}
 
   grpc::Status RegisterNamespace(grpc::ServerContext* context,
                                  const v1::RegisterNamespaceRequest* request,
@@ -49,8 +68,8 @@ class StateCacheService final
                          v1::CommitPutResponse* response) override;
   grpc::Status AbortPut(grpc::ServerContext* context, const v1::AbortPutRequest* request,
                         v1::AbortPutResponse* response) override;
-  grpc::Status Get(grpc::ServerContext* context, const v1::GetRequest* request,
-                   grpc::ServerWriter<v1::GetResponse>* writer) override;
+  grpc::ServerWriteReactor<v1::GetResponse>* Get(grpc::CallbackServerContext* context,
+                                                 const v1::GetRequest* request) override;
   grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                       v1::DeleteResponse* response) override;
   grpc::Status Pin(grpc::ServerContext* context, const v1::PinRequest* request,
@@ -64,6 +83,7 @@ class StateCacheService final
   core::CheckpointStore* const store_;
   PutPipeline* const puts_;
   Authorizer* const auth_;
+  StreamWatchdog* const watchdog_;
   const ServiceLimits limits_;
   StateDecoder* const decoder_;
 };

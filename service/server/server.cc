@@ -26,6 +26,8 @@
 #include "service/grpc/data_plane_service.h"
 #include "service/grpc/rpc_metrics.h"
 #include "service/grpc/state_cache_service.h"
+#include "service/grpc/stream_watchdog.h"
+#include "service/server/serving_probe.h"
 #include "service/metrics/registry.h"
 #include "service/metrics/text_format.h"
 
@@ -121,9 +123,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   s->auth_ =
       std::make_unique<Authorizer>(std::move(tokens), s->store_.get(), core::MonotonicClock());
-  s->service_ =
-      std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(), s->auth_.get(),
-                                          ServiceLimits{config.chunk_bytes}, s->decoder_.get());
+  s->watchdog_ = std::make_unique<StreamWatchdog>(
+      StreamLimits{config.stream_idle_timeout, config.stream_max_age}, core::MonotonicClock(),
+      s->registry_.get());
+  s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(),
+                                                    s->auth_.get(), s->watchdog_.get(),
+                                                    ServiceLimits{config.chunk_bytes},
+                                                    s->decoder_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -176,6 +182,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (grpc::HealthCheckServiceInterface* health = s->grpc_server_->GetHealthCheckService()) {
     health->SetServingStatus(kServiceName, true);
   }
+  s->housekeeping_ = std::thread([self = s.get()] { self->Housekeep(); });
 
   if (!config.metrics_listen.empty()) {
     Server* self = s.get();
@@ -193,6 +200,38 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   return s;
 }
 
+void Server::Housekeep() {
+  ServingProbe probe(grpc_server_->InProcessChannel(grpc::ChannelArguments()), kProbeDeadline,
+                     kProbeFailures);
+  absl::Time next_probe = absl::Now() + kProbeInterval;
+  absl::MutexLock lock(&housekeeping_mu_);
+  while (!housekeeping_mu_.AwaitWithTimeout(absl::Condition(&stop_housekeeping_),
+                                            kStreamSweepInterval)) {
+    housekeeping_mu_.Unlock();  // streams' expiry and the probe take their own locks
+    watchdog_->Sweep();
+    if (absl::Now() >= next_probe) {
+      const bool was = serving_.load();
+      const bool now = probe.Probe();
+      if (now != was) {
+        serving_ = now;
+        if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
+          health->SetServingStatus(now);  // every service, the server's own ("") included
+        }
+      }
+      next_probe = absl::Now() + kProbeInterval;
+    }
+    housekeeping_mu_.Lock();
+  }
+}
+
+void Server::StopHousekeeping() {
+  {
+    absl::MutexLock lock(&housekeeping_mu_);
+    stop_housekeeping_ = true;
+  }
+  if (housekeeping_.joinable()) housekeeping_.join();
+}
+
 std::string Server::RenderMetrics() const {
   store_metrics_->Update(store_->Stats());
   if (decode_metrics_ != nullptr) decode_metrics_->Update(decode_sessions_->Stats());
@@ -206,6 +245,8 @@ void Server::Shutdown(absl::Duration grace) {
     shut_down_ = true;
   }
   ready_ = false;
+  // First, so that the probe cannot report SERVING again while the server drains.
+  StopHousekeeping();
   if (grpc_server_ != nullptr) {
     if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
       health->SetServingStatus(false);

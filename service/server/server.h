@@ -3,7 +3,9 @@
 // HTTP endpoint (/metrics, /healthz, /readyz).
 //
 // Start() allocates the pools, binds both listeners (port 0: a free port, reported by the
-// accessors) and serves until Shutdown(). Shutdown drains: readiness and health go to
+// accessors) and serves until Shutdown(). A housekeeping thread ends the streams of clients that
+// stopped taking part (stream_watchdog.h) and probes whether calls are still served
+// (serving_probe.h): while they are not, health says NOT_SERVING and /readyz 503. Shutdown drains: readiness and health go to
 // NOT_SERVING, new calls are refused, calls in flight get `grace` to finish and are cancelled
 // after it; then the admin endpoint stops. The destructor shuts down with no grace if needed.
 // Thread-safe: Shutdown may be called from any thread, once or more.
@@ -13,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -41,7 +44,16 @@ class DataPlaneService;
 class PutPipeline;
 class RpcMetrics;
 class StateCacheService;
+class StreamWatchdog;
 class StoreMetrics;
+
+// How often the housekeeping thread sweeps the streams (stream limits are at least twice this),
+// and how often, and with what deadline, it probes serving; kProbeFailures failed probes in a
+// row make the server not serving.
+inline constexpr absl::Duration kStreamSweepInterval = absl::Milliseconds(250);
+inline constexpr absl::Duration kProbeInterval = absl::Seconds(1);
+inline constexpr absl::Duration kProbeDeadline = absl::Seconds(1);
+inline constexpr int kProbeFailures = 3;
 
 class Server {
  public:
@@ -60,7 +72,8 @@ class Server {
   int metrics_port() const { return metrics_port_; }
 
   void Shutdown(absl::Duration grace);
-  bool ready() const { return ready_.load(); }
+  // Started, not draining, and serving calls as the last probes found.
+  bool ready() const { return ready_.load() && serving_.load(); }
 
   core::CheckpointStore& store() { return *store_; }
   // The /metrics body as of now.
@@ -68,6 +81,9 @@ class Server {
 
  private:
   explicit Server(const ServerConfig& config);
+  // The housekeeping thread's loop: sweeps streams, probes serving, until stop_housekeeping_.
+  void Housekeep();
+  void StopHousekeeping();
 
   const ServerConfig config_;
   std::unique_ptr<core::CheckpointStore> store_;
@@ -79,6 +95,7 @@ class Server {
   std::unique_ptr<PutPipeline> puts_;
   // Every service's token and tenant checks (authorizer.h); declared before the services.
   std::unique_ptr<Authorizer> auth_;
+  std::unique_ptr<StreamWatchdog> watchdog_;  // the streams' idle and age limits
   std::unique_ptr<StateCacheService> service_;
   // Checkpoint transfers into engines' own buffers (data_plane.proto): the sessions and the
   // movement (facade), their metrics and their gRPC service. The facade also carries the vectors
@@ -97,6 +114,10 @@ class Server {
   std::string metrics_address_;
   int metrics_port_ = 0;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> serving_{true};  // the serving probe's verdict
+  absl::Mutex housekeeping_mu_;
+  bool stop_housekeeping_ ABSL_GUARDED_BY(housekeeping_mu_) = false;
+  std::thread housekeeping_;
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };

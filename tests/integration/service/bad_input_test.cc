@@ -292,12 +292,57 @@ TEST_F(BadInputTest, OversizedMessages) {
       c->ReservePut({ns->id, TestHash(5), {16, 1}, {}, {}}, std::nullopt);
   ASSERT_TRUE(put.ok()) << put.status();
   ASSERT_GT(put->expected_bytes, 8u << 20);
-  std::vector<uint8_t> bytes(put->expected_bytes, 0);
-  EXPECT_EQ(c->Upload(*put, 0, bytes).code(), StatusCode::kResourceExhausted);
+  {
+    // Raw: the client library cuts chunks to the server's advertised limit.
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(32 << 20);
+    std::unique_ptr<v1::StateCache::Stub> stub = v1::StateCache::NewStub(grpc::CreateCustomChannel(
+        server_->target(), grpc::InsecureChannelCredentials(), args));
+    v1::UploadPutRequest chunk;
+    chunk.set_put_id(put->put_id);
+    chunk.set_data(std::string(put->expected_bytes, '\0'));
+    grpc::ClientContext context;
+    v1::UploadPutResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadPutRequest>> writer =
+        stub->UploadPut(&context, &response);
+    writer->Write(chunk);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
   ASSERT_TRUE(c->AbortPut(put->put_id).ok());
   const std::vector<client::BlockHash> chain(300000, TestHash(1));  // 9.6 MiB
   EXPECT_EQ(c->Lookup({ns_.id, chain, {}, 0, 16}).status().code(), StatusCode::kResourceExhausted);
   ExpectUnchanged();
+}
+
+TEST_F(BadInputTest, AnUploadChunkOverTheAdvertisedLimitEndsTheStreamWithInvalidArgument) {
+  // 1.2 MiB of blobs in one chunk, against the 1 MiB the server advertises: refused, nothing
+  // stored (once, 7 MiB chunks passed while ReservePut said 1 MiB).
+  const client::NamespaceSpec big = SmallNamespace("tenant-bad", 4, 16, 128);
+  const client::NamespaceInfo ns = Register(big);
+  const std::vector<uint8_t> blobs = EncodeBlobs(big, MakeStates(big, 2));
+  absl::StatusOr<client::Reservation> put =
+      client_->ReservePut({ns.id, TestHash(30), {16, 1}, {}, absl::ZeroDuration()}, std::nullopt);
+  ASSERT_TRUE(put.ok()) << put.status();
+  ASSERT_GT(blobs.size(), put->max_chunk_bytes);
+  v1::UploadPutRequest chunk;
+  chunk.set_put_id(put->put_id);
+  chunk.set_data(std::string(blobs.begin(), blobs.end()));
+  grpc::ClientContext c;
+  v1::UploadPutResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadPutRequest>> writer =
+      stub_->UploadPut(&c, &response);
+  writer->Write(chunk);
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_NE(status.error_message().find("chunk limit"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(client_->CommitPut(put->put_id, client::Crc32c(blobs)).code(), StatusCode::kDataLoss);
+  ASSERT_TRUE(client_->AbortPut(put->put_id).ok());
+  // The client library cuts its chunks to the advertised limit, so the same put goes through.
+  ASSERT_TRUE(client_->PutCompact({ns.id, TestHash(30), {16, 1}, {}, absl::ZeroDuration()}, blobs)
+                  .ok());
 }
 
 TEST_F(BadInputTest, AnUnparsableUploadMessageEndsTheStreamWithInvalidArgument) {

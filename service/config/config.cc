@@ -102,6 +102,10 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid("shutdown_grace must be a finite duration >= 0");
   }
   if (c.max_pending_puts == 0) return Invalid("max_pending_puts must be > 0");
+  if (c.tenant_max_bytes > 0 && c.tenant_max_bytes < c.page_bytes) {
+    return Invalid(absl::StrCat("tenant_max_bytes must be 0 (no limit) or at least page_bytes (",
+                                c.page_bytes, "); got ", c.tenant_max_bytes));
+  }
   // gRPC takes message sizes as int.
   if (c.max_message_bytes < kMinMessageBytes || c.max_message_bytes > INT32_MAX) {
     return Invalid(absl::StrCat("max_message_bytes must be in [", kMinMessageBytes, ", ", INT32_MAX,
@@ -178,6 +182,7 @@ decode::DecodeOptions ToDecodeOptions(const ServerConfig& c) {
   o.device = static_cast<int>(c.decode_device);
   o.max_slots = static_cast<int>(c.decode_max_slots);
   o.max_sessions = static_cast<int>(c.decode_max_sessions);
+  o.max_sessions_per_tenant = static_cast<int>(c.tenant_max_decode_sessions);
   o.idle_timeout = c.decode_idle_timeout;
   return o;
 }
@@ -200,6 +205,10 @@ core::StoreOptions ToStoreOptions(const ServerConfig& c) {
   o.max_put_ttl = c.max_put_ttl;
   o.reaper_interval = c.reaper_interval;
   o.max_pending_puts = c.max_pending_puts;
+  o.tenant_quota.bytes = c.tenant_max_bytes;
+  o.tenant_quota.pinned_bytes = c.tenant_max_pinned_bytes;
+  o.tenant_quota.pending_puts = c.tenant_max_pending_puts;
+  o.tenant_quota.namespaces = c.tenant_max_namespaces;
   return o;
 }
 

@@ -105,6 +105,21 @@ struct ServerConfig {
   // Uncommitted puts at once; each holds memory until commit or expiry.
   uint64_t max_pending_puts = 4096;
 
+  // --- Tenant quotas (the same for every tenant; 0: no limit beyond the server's own) ---
+  // Where several tenants share a server (tokens_file), set these so that none can evict, pin
+  // or reserve the others out: the sum of tenant_max_bytes over the tenants at or below the
+  // budget keeps each within its share. A tenant at tenant_max_bytes evicts its own coldest
+  // checkpoints, never another's; any quota passed is RESOURCE_EXHAUSTED naming it
+  // (service/core/options.h, TenantQuota). Per-tenant metrics carry a tenant label when
+  // tokens_file is set (tenant names are then the tokens file's, a bounded set).
+  // Memory of the tenant's checkpoints and reservations in every tier, whole pages.
+  uint64_t tenant_max_bytes = 0;
+  // Of which in pinned checkpoints.
+  uint64_t tenant_max_pinned_bytes = 0;
+  uint64_t tenant_max_pending_puts = 0;
+  uint64_t tenant_max_namespaces = 0;
+  int64_t tenant_max_decode_sessions = 0;
+
   // --- gRPC limits ---
   // Largest message either side of a call may send or receive. 8 MiB holds a 4 MiB chunk and the
   // longest legal lookup chain (65,536 x 32 B = 2 MiB) with room to spare; larger checkpoints

@@ -1,6 +1,7 @@
 #include "service/core/checkpoint_store.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -48,8 +49,8 @@ CheckpointStore::CheckpointStore(const StoreOptions& options,
                                  std::vector<std::unique_ptr<MemoryTier>> tiers, const Clock& clock)
     : options_(options),
       clock_(clock),
-      residency_(std::move(tiers), options.eviction, &counters_),
-      registry_(residency_.min_page_bytes()) {
+      residency_(std::move(tiers), options.eviction, &counters_, options.tenant_quota),
+      registry_(residency_.min_page_bytes(), options.tenant_quota.namespaces) {
   if (options_.reaper_interval > absl::ZeroDuration()) {
     reaper_ = std::thread([this] { ReaperLoop(); });
   }
@@ -212,6 +213,20 @@ StoreStats CheckpointStore::Stats() const {
   }
   residency_.FillStats(&s);
   s.namespaces = registry_.size();
+  std::map<std::string, TenantStats> tenants;
+  registry_.FillTenants(&tenants);
+  residency_.FillTenants(&tenants);
+  {
+    base::ReaderLock lock(&puts_mu_);
+    for (const auto& [name, puts] : tenant_puts_) {
+      tenants[name].pending_puts = puts.pending;
+      tenants[name].refused_pending_puts = puts.refused;
+    }
+  }
+  for (auto& [name, t] : tenants) {
+    t.tenant = name;
+    s.tenants.push_back(std::move(t));
+  }
   return s;
 }
 

@@ -198,6 +198,10 @@ class CheckpointStore {
   absl::StatusOr<const NamespaceInfo*> CheckHeads(NamespaceId ns, HeadRange heads) const;
   // Marks a put dead and removes it from puts_; true if the caller must Reclaim it now.
   bool KillLocked(PendingPut& put) ABSL_EXCLUSIVE_LOCKS_REQUIRED(puts_mu_);
+  // Takes a put out of puts_ (its tenant's pending count with it).
+  void ErasePutLocked(const PendingPut& put) ABSL_EXCLUSIVE_LOCKS_REQUIRED(puts_mu_);
+  // RESOURCE_EXHAUSTED if another put would pass the store's or the tenant's pending bound.
+  absl::Status CheckPendingLocked(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(puts_mu_);
   void Reclaim(PendingPut& put);
   void Unlink(const std::vector<EvictedEntry>& evicted);
   void ReaperLoop();
@@ -216,6 +220,12 @@ class CheckpointStore {
   mutable absl::Mutex puts_mu_;
   absl::flat_hash_map<PutId, std::shared_ptr<PendingPut>> puts_ ABSL_GUARDED_BY(puts_mu_);
   PutId next_put_id_ ABSL_GUARDED_BY(puts_mu_) = 1;
+  struct TenantPuts {
+    size_t pending = 0;
+    uint64_t refused = 0;
+  };
+  // Per tenant: puts in puts_, and refusals by the pending-put quota.
+  absl::flat_hash_map<std::string, TenantPuts> tenant_puts_ ABSL_GUARDED_BY(puts_mu_);
 
   absl::Notification stop_reaper_;
   std::thread reaper_;

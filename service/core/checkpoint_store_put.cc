@@ -58,11 +58,8 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
                                                    "] (got ", absl::FormatDuration(ttl), ")"));
   }
   {
-    base::ReaderLock lock(&puts_mu_);
-    if (puts_.size() >= options_.max_pending_puts) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(options_.max_pending_puts, " puts are already in flight"));
-    }
+    base::WriterLock lock(&puts_mu_);
+    LC_RETURN_IF_ERROR(CheckPendingLocked(ns->spec.tenant));
   }
   const CheckpointKey key{request.ns, request.hash};
   LC_RETURN_IF_ERROR(index_.BeginPut(key, request.position, request.heads,
@@ -106,31 +103,54 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
       r.blobs.emplace_back(base + put->placement.OffsetOf(b), ns->blob_bytes);
     }
   }
+  absl::Status admitted;
   {
     base::WriterLock lock(&puts_mu_);
-    if (puts_.size() < options_.max_pending_puts) {
+    admitted = CheckPendingLocked(ns->spec.tenant);
+    if (admitted.ok()) {
       put->id = next_put_id_++;
       puts_.emplace(put->id, put);
+      ++tenant_puts_[ns->spec.tenant].pending;
     }
   }
-  if (put->id == 0) {  // lost a race for the last slot
+  if (!admitted.ok()) {  // lost a race for the last slot
     Reclaim(*put);
-    return absl::ResourceExhaustedError(
-        absl::StrCat(options_.max_pending_puts, " puts are already in flight"));
+    return admitted;
   }
   r.id = put->id;
   return r;
 }
 
+absl::Status CheckpointStore::CheckPendingLocked(const std::string& tenant) {
+  if (puts_.size() >= options_.max_pending_puts) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(options_.max_pending_puts, " puts are already in flight"));
+  }
+  const size_t quota = options_.tenant_quota.pending_puts;
+  TenantPuts& t = tenant_puts_[tenant];
+  if (quota > 0 && t.pending >= quota) {
+    ++t.refused;
+    return absl::ResourceExhaustedError(absl::StrCat("tenant ", tenant, " has ", t.pending,
+                                                     " puts in flight, its quota "
+                                                     "(tenant_max_pending_puts)"));
+  }
+  return absl::OkStatus();
+}
+
+void CheckpointStore::ErasePutLocked(const PendingPut& put) {
+  puts_.erase(put.id);
+  --tenant_puts_[put.ns->spec.tenant].pending;
+}
+
 bool CheckpointStore::KillLocked(PendingPut& put) {
   put.state = PendingPut::State::kDead;
-  puts_.erase(put.id);
+  ErasePutLocked(put);
   return put.uploads == 0;
 }
 
 void CheckpointStore::Reclaim(PendingPut& put) {
   index_.EndPut(put.key, put.heads);
-  residency_.ReleaseReservation(put.placement);
+  residency_.ReleaseReservation(*put.ns, put.placement);
   reclaimed_puts_.fetch_add(1);
 }
 
@@ -236,7 +256,7 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
   {
     base::WriterLock lock(&puts_mu_);
     put->state = PendingPut::State::kDead;
-    puts_.erase(id);
+    ErasePutLocked(*put);
     counters_.puts_committed.Add();
     counters_.bytes_in.Add(bytes);
   }

@@ -112,6 +112,14 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
     return absl::ResourceExhaustedError(
         absl::StrCat("at most ", kMaxNamespaces, " namespaces can be registered"));
   }
+  TenantCount& tenant = tenants_[spec.tenant];
+  if (per_tenant_ > 0 && tenant.namespaces >= per_tenant_) {
+    ++tenant.refused;
+    return absl::ResourceExhaustedError(absl::StrCat("tenant ", spec.tenant, " holds ",
+                                                     tenant.namespaces,
+                                                     " namespaces, its quota (tenant_max_namespaces)"));
+  }
+  ++tenant.namespaces;
   auto info = std::make_unique<NamespaceInfo>();
   info->tag = NamespaceTag(spec);
   // The tag's low 32 bits, or the next free id after them: another namespace may hold them in
@@ -155,6 +163,15 @@ absl::StatusOr<const NamespaceInfo*> NamespaceRegistry::FindTagged(NamespaceId i
 size_t NamespaceRegistry::size() const {
   base::ReaderLock lock(&mu_);
   return infos_.size();
+}
+
+void NamespaceRegistry::FillTenants(std::map<std::string, TenantStats>* tenants) const {
+  base::ReaderLock lock(&mu_);
+  for (const auto& [name, count] : tenants_) {
+    TenantStats& t = (*tenants)[name];
+    t.namespaces += count.namespaces;
+    t.refused_namespaces += count.refused;
+  }
 }
 
 }  // namespace leapcache::core

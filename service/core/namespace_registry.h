@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gpu/format.h"
+#include "service/core/stats.h"
 #include "service/core/types.h"
 
 namespace leapcache::core {
@@ -98,14 +100,17 @@ bool SameBlobSpec(const BlobSpec& a, const BlobSpec& b);
 class NamespaceRegistry {
  public:
   // `max_slot_bytes`: the smallest page of any memory tier; a blob must fit in one page.
-  explicit NamespaceRegistry(size_t max_slot_bytes) : max_slot_bytes_(max_slot_bytes) {}
+  // `per_tenant`: namespaces one tenant may register (0: no limit but kMaxNamespaces).
+  explicit NamespaceRegistry(size_t max_slot_bytes, size_t per_tenant = 0)
+      : max_slot_bytes_(max_slot_bytes), per_tenant_(per_tenant) {}
   NamespaceRegistry(const NamespaceRegistry&) = delete;
   NamespaceRegistry& operator=(const NamespaceRegistry&) = delete;
 
   // INVALID_ARGUMENT naming the field: empty or too long tenant, or one with a byte outside
   // printable ASCII or a space; layers or heads out of range;
   // an invalid format; format dk/dv/kind differing from the model's; a negative or non-finite
-  // flops hint; a blob larger than a page. RESOURCE_EXHAUSTED past kMaxNamespaces.
+  // flops hint; a blob larger than a page. RESOURCE_EXHAUSTED past kMaxNamespaces, or past the
+  // tenant's quota of namespaces.
   absl::StatusOr<NamespaceId> Register(const NamespaceSpec& spec);
 
   // NOT_FOUND for an id never returned by Register. The pointer stays valid for the registry's
@@ -117,15 +122,24 @@ class NamespaceRegistry {
   absl::StatusOr<const NamespaceInfo*> FindTagged(NamespaceId id, uint64_t tag) const;
 
   size_t size() const;
+  // Adds each tenant's namespaces and namespace-quota refusals to `tenants`.
+  void FillTenants(std::map<std::string, TenantStats>* tenants) const;
 
  private:
+  struct TenantCount {
+    size_t namespaces = 0;
+    uint64_t refused = 0;
+  };
+
   const size_t max_slot_bytes_;
+  const size_t per_tenant_;
   mutable absl::Mutex mu_;
   // unique_ptr: Find's pointers survive the map growing.
   absl::flat_hash_map<NamespaceId, std::unique_ptr<const NamespaceInfo>> infos_
       ABSL_GUARDED_BY(mu_);
   // Canonical identity bytes -> id.
   absl::flat_hash_map<std::string, NamespaceId> ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, TenantCount> tenants_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace leapcache::core

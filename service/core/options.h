@@ -27,6 +27,23 @@ struct EvictionOptions {
   bool promote_on_hit = true;
 };
 
+// What one tenant (NamespaceSpec::tenant) may hold, so that tenants sharing a server can neither
+// evict each other's checkpoints by filling the memory, nor lock each other out with pins,
+// reservations or namespaces. 0: no limit beyond the store's own. A put that would take its
+// tenant past `bytes` first evicts that tenant's own checkpoints (coldest tier first, in the
+// tier's eviction order), never another's; what cannot be made to fit, and any other quota
+// passed, is RESOURCE_EXHAUSTED naming the quota, with nothing changed.
+struct TenantQuota {
+  // Memory held by the tenant's checkpoints and reservations in every tier (whole pages).
+  uint64_t bytes = 0;
+  // Of which in pinned checkpoints (a checkpoint counts whole while pinned at least once).
+  uint64_t pinned_bytes = 0;
+  // Reserved, uncommitted puts.
+  size_t pending_puts = 0;
+  // Registered namespaces.
+  size_t namespaces = 0;
+};
+
 struct StoreOptions {
   EvictionOptions eviction;
   // Time a put may stay uncommitted when the caller does not say. Long enough for a few
@@ -41,6 +58,8 @@ struct StoreOptions {
   // In-flight puts at once. Each holds memory until commit or expiry; the bound keeps a flood
   // of reservations from turning into a flood of allocations.
   size_t max_pending_puts = 4096;
+  // Every tenant's limits (the same for each).
+  TenantQuota tenant_quota;
 };
 
 }  // namespace leapcache::core

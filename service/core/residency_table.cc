@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "service/core/head_range.h"
 #include "base/lock.h"
+#include "base/status_macros.h"
 
 namespace leapcache::core {
 
@@ -16,8 +18,9 @@ size_t PagesFor(size_t blobs, size_t slot_bytes, size_t page_bytes) {
 }
 
 ResidencyTable::ResidencyTable(std::vector<std::unique_ptr<MemoryTier>> tiers,
-                               const EvictionOptions& options, StoreCounters* counters)
-    : tiers_(std::move(tiers)), options_(options), counters_(counters) {
+                               const EvictionOptions& options, StoreCounters* counters,
+                               const TenantQuota& quota)
+    : tiers_(std::move(tiers)), options_(options), counters_(counters), quota_(quota) {
   LC_CHECK(!tiers_.empty() && tiers_.size() <= kMaxTiers, "1..4 memory tiers");
   base::WriterLock lock(&mu_);
   for (size_t i = 0; i < tiers_.size(); ++i) {
@@ -66,6 +69,47 @@ void ResidencyTable::Account(int sign, const NamespaceInfo& ns, const Placement&
   apply(u.physical, p.pages.size() * tiers_[p.tier]->page_bytes());
   apply(u.stored, p.blobs * p.blob_bytes);
   apply(u.fp32, p.blobs * ns.fp32_bytes_per_blob);
+  apply(tenants_[ns.spec.tenant].bytes, PlacementBytes(p));
+}
+
+uint64_t ResidencyTable::EntryBytes(const Resident& r) const {
+  uint64_t bytes = 0;
+  for (int t = 0; t < num_tiers(); ++t) bytes += r.pages[t] * tiers_[t]->page_bytes();
+  return bytes;
+}
+
+void ResidencyTable::UnchargePin(Resident* r) {
+  tenants_[r->ns->spec.tenant].pinned_bytes -= r->pinned_charge;
+  r->pinned_charge = 0;
+}
+
+absl::Status ResidencyTable::MakeTenantRoom(const std::string& tenant, uint64_t need,
+                                            std::vector<EvictedEntry>* evicted) {
+  TenantUsage& usage = tenants_[tenant];
+  if (usage.bytes + need <= quota_.bytes) return absl::OkStatus();
+  // Plan first, drop second, as MakeRoom does: the coldest of the tenant's own first.
+  std::vector<uint64_t> victims;
+  uint64_t freed = 0;
+  absl::flat_hash_set<uint64_t> picked;
+  for (int t = num_tiers() - 1; t >= 0 && usage.bytes - freed + need > quota_.bytes; --t) {
+    policies_[t]->ForEachVictim([&](uint64_t id) {
+      mu_.AssertHeld();  // for the thread-safety analysis: lambdas do not inherit locks
+      const Resident& r = *residents_.at(id);
+      if (r.ns->spec.tenant != tenant || !Evictable(r) || !picked.insert(id).second) return true;
+      victims.push_back(id);
+      freed += EntryBytes(r);
+      return usage.bytes - freed + need > quota_.bytes;
+    });
+  }
+  if (usage.bytes - freed + need > quota_.bytes) {
+    ++usage.refused_bytes;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tenant ", tenant, ": ", need, " bytes needed, ", usage.bytes, " of its quota of ",
+        quota_.bytes, " (tenant_max_bytes) held and ", freed,
+        " of them evictable (the rest is leased, pinned or reserved by its puts in flight)"));
+  }
+  for (uint64_t id : victims) Drop(residents_.at(id).get(), evicted);
+  return absl::OkStatus();
 }
 
 void ResidencyTable::Touch(Resident* r) {
@@ -100,6 +144,7 @@ void ResidencyTable::Drop(Resident* r, std::vector<EvictedEntry>* evicted) {
   SyncPolicies(r);  // removes it from every policy
   --live_;
   if (r->pins > 0) --pinned_;
+  UnchargePin(r);
   evicted->push_back(EvictedEntry{r->key, r->id});
   counters_->evictions.Add();
   residents_.erase(r->id);
@@ -291,6 +336,15 @@ bool ResidencyTable::Promote(Resident* r, std::vector<EvictedEntry>* evicted) {
 absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_t blobs,
                                                   std::vector<EvictedEntry>* evicted) {
   base::WriterLock lock(&mu_);
+  if (quota_.bytes > 0) {
+    // The most any tier's pages for these blobs can take (tiers may differ in page size).
+    uint64_t need = 0;
+    for (int t = 0; t < num_tiers(); ++t) {
+      need = std::max<uint64_t>(
+          need, PagesFor(blobs, ns.slot_bytes, tiers_[t]->page_bytes()) * tiers_[t]->page_bytes());
+    }
+    LC_RETURN_IF_ERROR(MakeTenantRoom(ns.spec.tenant, need, evicted));
+  }
   std::string why;
   for (int t = 0; t < num_tiers(); ++t) {
     const size_t need = PagesFor(blobs, ns.slot_bytes, tiers_[t]->page_bytes());
@@ -300,6 +354,7 @@ absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_
       st = tiers_[t]->Allocate(need, &p.pages);
       if (st.ok()) {
         reserved_pages_[t] += need;
+        tenants_[ns.spec.tenant].bytes += PlacementBytes(p);
         return p;
       }
     }
@@ -309,8 +364,9 @@ absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_
       absl::StrCat("no tier can hold ", blobs, " blobs of ", ns.blob_bytes, " bytes: ", why));
 }
 
-void ResidencyTable::ReleaseReservation(const Placement& placement) {
+void ResidencyTable::ReleaseReservation(const NamespaceInfo& ns, const Placement& placement) {
   base::WriterLock lock(&mu_);
+  tenants_[ns.spec.tenant].bytes -= PlacementBytes(placement);
   tiers_[placement.tier]->Free(placement.pages);
   reserved_pages_[placement.tier] -= placement.pages.size();
 }
@@ -334,7 +390,12 @@ uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
   const int tier = placement.tier;
   reserved_pages_[tier] -= placement.pages.size();
   r->pages[tier] += placement.pages.size();
+  tenants_[ns.spec.tenant].bytes -= PlacementBytes(placement);  // Account counts it again
   Account(+1, ns, placement);
+  if (r->pins > 0) {  // a pinned checkpoint's new heads are pinned too
+    r->pinned_charge += PlacementBytes(placement);
+    tenants_[ns.spec.tenant].pinned_bytes += PlacementBytes(placement);
+  }
   r->parts.push_back(Part{heads, std::move(placement), std::move(blob_crcs)});
   Touch(r);  // a commit is an access
   SyncPolicies(r);
@@ -414,6 +475,7 @@ bool ResidencyTable::Remove(uint64_t entry_id) {
   SyncPolicies(r);
   --live_;
   if (r->pins > 0) --pinned_;
+  UnchargePin(r);
   if (r->leases == 0) {
     FreeParts(r);
     residents_.erase(entry_id);
@@ -425,7 +487,21 @@ absl::Status ResidencyTable::Pin(uint64_t entry_id) {
   base::WriterLock lock(&mu_);
   Resident* r = FindLive(entry_id);
   if (r == nullptr) return absl::NotFoundError("checkpoint was evicted or deleted");
-  if (r->pins++ == 0) ++pinned_;
+  if (r->pins == 0) {
+    TenantUsage& usage = tenants_[r->ns->spec.tenant];
+    const uint64_t bytes = EntryBytes(*r);
+    if (quota_.pinned_bytes > 0 && usage.pinned_bytes + bytes > quota_.pinned_bytes) {
+      ++usage.refused_pinned_bytes;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tenant ", r->ns->spec.tenant, ": pinning ", bytes, " bytes would pass its quota of ",
+          quota_.pinned_bytes, " pinned bytes (tenant_max_pinned_bytes); ", usage.pinned_bytes,
+          " are pinned"));
+    }
+    usage.pinned_bytes += bytes;
+    r->pinned_charge = bytes;
+    ++pinned_;
+  }
+  ++r->pins;
   return absl::OkStatus();
 }
 
@@ -434,7 +510,10 @@ absl::Status ResidencyTable::Unpin(uint64_t entry_id) {
   Resident* r = FindLive(entry_id);
   if (r == nullptr) return absl::NotFoundError("checkpoint was evicted or deleted");
   if (r->pins == 0) return absl::FailedPreconditionError("checkpoint is not pinned");
-  if (--r->pins == 0) --pinned_;
+  if (--r->pins == 0) {
+    --pinned_;
+    UnchargePin(r);
+  }
   return absl::OkStatus();
 }
 
@@ -478,6 +557,17 @@ void ResidencyTable::FillStats(StoreStats* out) const {
   out->checkpoints = live_;
   out->leases = leases_;
   out->pinned = pinned_;
+}
+
+void ResidencyTable::FillTenants(std::map<std::string, TenantStats>* tenants) const {
+  base::ReaderLock lock(&mu_);
+  for (const auto& [name, usage] : tenants_) {
+    TenantStats& t = (*tenants)[name];
+    t.bytes += usage.bytes;
+    t.pinned_bytes += usage.pinned_bytes;
+    t.refused_bytes += usage.refused_bytes;
+    t.refused_pinned_bytes += usage.refused_pinned_bytes;
+  }
 }
 
 }  // namespace leapcache::core

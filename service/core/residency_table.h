@@ -25,6 +25,12 @@
 // the caller for unlinking from the index. A hit in a slower tier is promoted to tier 0 when no
 // lease holds it.
 //
+// Tenant quotas (options.h, TenantQuota): the table counts every tenant's pages (reservations
+// and committed parts, all tiers) and pinned bytes. A reservation that would pass the tenant's
+// byte quota first drops the tenant's own evictable checkpoints (slowest tier first, each tier in
+// its policy's order; dropped, not spilled, since a spill keeps the bytes); a pin that would pass
+// its pinned-byte quota is refused.
+//
 // Copies made by spill and promotion run under the table's lock (host memcpy here); a GPU tier
 // would make them asynchronous. Thread-safe.
 #pragma once
@@ -98,7 +104,7 @@ class ResidencyTable {
 
   // REQUIRES: 1 <= tiers.size() <= kMaxTiers, none null; counters outlives the table.
   ResidencyTable(std::vector<std::unique_ptr<MemoryTier>> tiers, const EvictionOptions& options,
-                 StoreCounters* counters);
+                 StoreCounters* counters, const TenantQuota& quota = {});
   ResidencyTable(const ResidencyTable&) = delete;
   ResidencyTable& operator=(const ResidencyTable&) = delete;
 
@@ -109,11 +115,12 @@ class ResidencyTable {
 
   // Pages for `blobs` blobs of `ns`, in the first tier where they fit, evicting (and spilling)
   // there as needed. RESOURCE_EXHAUSTED, with nothing changed, if no tier can fit them even
-  // after evicting everything evictable. Entries dropped are appended to *evicted.
+  // after evicting everything evictable, or if the tenant's own evictable checkpoints cannot
+  // make room within its byte quota. Entries dropped are appended to *evicted.
   absl::StatusOr<Placement> Reserve(const NamespaceInfo& ns, size_t blobs,
                                     std::vector<EvictedEntry>* evicted);
-  // Frees a reservation that will not be committed.
-  void ReleaseReservation(const Placement& placement);
+  // Frees a reservation of `ns` that will not be committed.
+  void ReleaseReservation(const NamespaceInfo& ns, const Placement& placement);
 
   // Turns a reservation into the committed part `heads` of entry `entry_id`, or of a new entry
   // (for `key` at `position`) if entry_id is 0 or no longer lives, with its blobs' CRC-32Cs in
@@ -134,7 +141,8 @@ class ResidencyTable {
   // Deletes a live entry: it stops being live now; its bytes are freed now, or when its last
   // lease is released. False if it was not live.
   bool Remove(uint64_t entry_id);
-  // NOT_FOUND if the entry is not live; Unpin: FAILED_PRECONDITION if it is not pinned.
+  // NOT_FOUND if the entry is not live; Unpin: FAILED_PRECONDITION if it is not pinned. Pin:
+  // RESOURCE_EXHAUSTED if a first pin would take the tenant past its pinned-byte quota.
   absl::Status Pin(uint64_t entry_id);
   absl::Status Unpin(uint64_t entry_id);
 
@@ -142,6 +150,8 @@ class ResidencyTable {
   std::vector<int> TiersOf(uint64_t entry_id) const;
   // Fills tiers, memory, checkpoints, leases and pinned.
   void FillStats(StoreStats* out) const;
+  // Adds each tenant's bytes, pinned bytes and byte-quota refusals to `tenants`.
+  void FillTenants(std::map<std::string, TenantStats>* tenants) const;
 
  private:
   struct Part {
@@ -160,11 +170,16 @@ class ResidencyTable {
     uint64_t last_tick = 0;
     int leases = 0;
     int pins = 0;
+    uint64_t pinned_charge = 0;  // bytes counted against the tenant's pinned quota
     int busy = 0;         // being moved or chosen as a victim: not evictable meanwhile
     bool doomed = false;  // deleted while leased: bytes stay until the last lease drops
   };
   struct Usage {
     uint64_t blobs = 0, physical = 0, stored = 0, fp32 = 0;
+  };
+  struct TenantUsage {
+    uint64_t bytes = 0, pinned_bytes = 0;
+    uint64_t refused_bytes = 0, refused_pinned_bytes = 0;
   };
 
   Resident* FindLive(uint64_t id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -192,11 +207,19 @@ class ResidencyTable {
   void Account(int sign, const NamespaceInfo& ns, const Placement& p)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Placement Layout(int tier, const NamespaceInfo& ns, size_t blobs) const;
+  uint64_t PlacementBytes(const Placement& p) const { return p.pages.size() * tiers_[p.tier]->page_bytes(); }
+  uint64_t EntryBytes(const Resident& r) const;
+  // Drops the tenant's own evictable entries until `need` more bytes fit in its byte quota.
+  // RESOURCE_EXHAUSTED, with nothing dropped, if they cannot.
+  absl::Status MakeTenantRoom(const std::string& tenant, uint64_t need,
+                              std::vector<EvictedEntry>* evicted) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnchargePin(Resident* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t FreePages(int tier) const;
 
   const std::vector<std::unique_ptr<MemoryTier>> tiers_;
   const EvictionOptions options_;
   StoreCounters* const counters_;
+  const TenantQuota quota_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<EvictionPolicy>> policies_ ABSL_GUARDED_BY(mu_);  // per tier
@@ -209,6 +232,7 @@ class ResidencyTable {
   uint64_t live_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t leases_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, TenantUsage> tenants_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace leapcache::core

@@ -50,8 +50,21 @@ struct FormatMemoryStats {
   uint64_t fp32_equivalent_bytes = 0;  // what the same states take in FP32 (dk x dv x 4 each)
 };
 
+// What one tenant holds, against its quota (options.h), and how often a quota refused it.
+struct TenantStats {
+  std::string tenant;
+  uint64_t namespaces = 0;
+  uint64_t bytes = 0;         // pages of checkpoints and reservations, every tier
+  uint64_t pinned_bytes = 0;  // of which pinned
+  uint64_t pending_puts = 0;
+  // Refusals by quota (RESOURCE_EXHAUSTED), monotonic.
+  uint64_t refused_bytes = 0, refused_pinned_bytes = 0, refused_pending_puts = 0,
+           refused_namespaces = 0;
+};
+
 struct StoreStats {
   std::vector<TierStats> tiers;
+  std::vector<TenantStats> tenants;  // sorted by tenant; every tenant that registered
   std::vector<FormatMemoryStats> memory;  // sorted by (tier index, format)
 
   // Gauges.

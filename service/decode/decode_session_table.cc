@@ -99,6 +99,14 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
       return absl::ResourceExhaustedError(
           absl::StrCat(options_.max_sessions, " decode sessions are open already"));
     }
+    const std::string& tenant = ns.spec.tenant;
+    if (options_.max_sessions_per_tenant > 0 &&
+        per_tenant_[tenant] >= options_.max_sessions_per_tenant) {
+      ++stats_.refused;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tenant ", tenant, " holds ", per_tenant_[tenant],
+          " decode sessions, its quota (tenant_max_decode_sessions)"));
+    }
     if (estimate > options_.memory_budget - std::min(options_.memory_budget, reserved_bytes_)) {
       ++stats_.refused;
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -107,11 +115,13 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
           options_.memory_budget, " are free"));
     }
     reserved_bytes_ += estimate;
+    ++per_tenant_[tenant];  // held while the backend is made, so racing opens count it
   }
   absl::StatusOr<std::unique_ptr<DecodeBackend>> backend = MakeBackend(shape);
   base::WriterLock lock(&mu_);
   reserved_bytes_ -= estimate;
   if (!backend.ok()) {
+    --per_tenant_[ns.spec.tenant];
     ++stats_.refused;
     return backend.status();
   }
@@ -124,6 +134,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
   info.state_bytes = (*backend)->state_bytes();
   reserved_bytes_ += info.state_bytes;
   sessions_[info.id] = std::make_shared<DecodeSession>(info, *std::move(backend), store_);
+  tenant_of_[info.id] = ns.spec.tenant;
   ++stats_.opened;
   return info;
 }
@@ -147,6 +158,7 @@ absl::Status DecodeSessionTable::Close(SessionId id) {
   }
   closed = std::move(it->second);
   sessions_.erase(it);
+  ForgetTenantLocked(id);
   reserved_bytes_ -= closed->info().state_bytes;
   stats_.steps += closed->steps();
   stats_.request_steps += closed->request_steps();
@@ -163,6 +175,7 @@ size_t DecodeSessionTable::Reap(absl::Time now) {
       stats_.steps += it->second->steps();
       stats_.request_steps += it->second->request_steps();
       reaped.push_back(std::move(it->second));
+      ForgetTenantLocked(it->first);
       sessions_.erase(it++);
     } else {
       ++it;
@@ -170,6 +183,13 @@ size_t DecodeSessionTable::Reap(absl::Time now) {
   }
   stats_.reaped += reaped.size();
   return reaped.size();
+}
+
+void DecodeSessionTable::ForgetTenantLocked(SessionId id) {
+  auto it = tenant_of_.find(id);
+  if (it == tenant_of_.end()) return;
+  --per_tenant_[it->second];
+  tenant_of_.erase(it);
 }
 
 TableStats DecodeSessionTable::Stats() const {

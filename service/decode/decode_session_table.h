@@ -32,6 +32,8 @@ enum class BackendChoice {
 struct DecodeOptions {
   size_t memory_budget = size_t{1} << 30;  // live-state bytes of all sessions together
   int max_sessions = 1024;
+  // Sessions one tenant (of the namespace) may hold open; 0: no limit but max_sessions.
+  int max_sessions_per_tenant = 0;
   int max_slots = 4096;  // per session
   absl::Duration idle_timeout = absl::Minutes(5);
   BackendChoice backend = BackendChoice::kAuto;
@@ -70,8 +72,8 @@ class DecodeSessionTable {
   DecodeSessionTable& operator=(const DecodeSessionTable&) = delete;
 
   // NOT_FOUND: unknown namespace. INVALID_ARGUMENT: heads outside the namespace, slots outside
-  // 1..max_slots, a negative or non-finite scale. RESOURCE_EXHAUSTED: over the memory budget
-  // or max_sessions. UNIMPLEMENTED / UNAVAILABLE: backend kCuda cannot serve it.
+  // 1..max_slots, a negative or non-finite scale. RESOURCE_EXHAUSTED: over the memory budget,
+  // max_sessions or the tenant's max_sessions_per_tenant. UNIMPLEMENTED / UNAVAILABLE: backend kCuda cannot serve it.
   absl::StatusOr<SessionInfo> Open(const OpenRequest& request);
   // NOT_FOUND for an unknown (closed, reaped) session.
   absl::StatusOr<std::shared_ptr<DecodeSession>> Find(SessionId id) const;
@@ -90,6 +92,11 @@ class DecodeSessionTable {
   SessionId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   size_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   TableStats stats_ ABSL_GUARDED_BY(mu_);
+  // Sessions open or opening per tenant, and each session's tenant.
+  absl::flat_hash_map<std::string, int> per_tenant_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SessionId, std::string> tenant_of_ ABSL_GUARDED_BY(mu_);
+  // Takes a closed or reaped session's tenant count back.
+  void ForgetTenantLocked(SessionId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Notification stop_reaper_;
   std::thread reaper_;

@@ -18,6 +18,7 @@
 #include "base/status_macros.h"
 #include "service/admin/admin_http_server.h"
 #include "service/admin/store_metrics.h"
+#include "service/admin/tenant_metrics.h"
 #include "service/config/auth_tokens.h"
 #include "service/config/host_port.h"
 #include "service/config/tls_credentials.h"
@@ -84,6 +85,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   LC_ASSIGN_OR_RETURN(s->store_, BuildStore(config));
   s->registry_ = std::make_unique<metrics::Registry>();
   s->store_metrics_ = std::make_unique<StoreMetrics>(s->registry_.get());
+  if (!config.tokens_file.empty()) {
+    s->tenant_metrics_ = std::make_unique<TenantMetrics>(s->registry_.get());
+  }
   s->rpc_metrics_ = std::make_unique<RpcMetrics>(s->registry_.get());
   if (config.encode_backend == "cpu") {
     s->encoder_ = MakeCpuStateEncoder();
@@ -233,7 +237,9 @@ void Server::StopHousekeeping() {
 }
 
 std::string Server::RenderMetrics() const {
-  store_metrics_->Update(store_->Stats());
+  const core::StoreStats stats = store_->Stats();
+  store_metrics_->Update(stats);
+  if (tenant_metrics_ != nullptr) tenant_metrics_->Update(stats.tenants);
   if (decode_metrics_ != nullptr) decode_metrics_->Update(decode_sessions_->Stats());
   return metrics::SerializeText(registry_->Collect());
 }

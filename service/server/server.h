@@ -46,6 +46,7 @@ class RpcMetrics;
 class StateCacheService;
 class StreamWatchdog;
 class StoreMetrics;
+class TenantMetrics;
 
 // How often the housekeeping thread sweeps the streams (stream limits are at least twice this),
 // and how often, and with what deadline, it probes serving; kProbeFailures failed probes in a
@@ -89,6 +90,7 @@ class Server {
   std::unique_ptr<core::CheckpointStore> store_;
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<StoreMetrics> store_metrics_;
+  std::unique_ptr<TenantMetrics> tenant_metrics_;  // with a tokens file only
   std::unique_ptr<RpcMetrics> rpc_metrics_;
   std::unique_ptr<StateEncoder> encoder_;  // dense puts' codec (state_encoder.h)
   std::unique_ptr<StateDecoder> decoder_;  // dense gets' kernels; null: the CPU reference

@@ -215,6 +215,31 @@ TEST_F(DecodeSessionTest, IdleSessionsAreReaped) {
   EXPECT_EQ(table->Stats().reaped, 2u);
 }
 
+TEST_F(DecodeSessionTest, ATenantPastItsSessionQuotaIsRefusedUntilOneCloses) {
+  DecodeOptions o;
+  o.max_sessions_per_tenant = 2;
+  o.idle_timeout = absl::Hours(1);
+  auto table = Table(o);
+  core::NamespaceSpec other;
+  other.tenant = "u";
+  other.model = {2, 4, 32, 32, StateKind::kKda};
+  other.format = BlobSpec::Leap(StateKind::kKda, 8, 32, 32);
+  const core::NamespaceId theirs = *store_->RegisterNamespace(other);
+  SessionInfo a = *table->Open({ns_, {}, 1});
+  SessionInfo b = *table->Open({ns_, {}, 1});
+  absl::StatusOr<SessionInfo> over = table->Open({ns_, {}, 1});
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.status().message().find("tenant_max_decode_sessions"), std::string::npos);
+  EXPECT_TRUE(table->Open({theirs, {}, 1}).ok());  // another tenant's quota is its own
+  ASSERT_TRUE(table->Close(a.id).ok());
+  EXPECT_TRUE(table->Open({ns_, {}, 1}).ok());
+  // Reaped sessions give their place back too.
+  EXPECT_EQ(table->Reap(absl::Now() + absl::Hours(2)), 3u);
+  EXPECT_TRUE(table->Open({ns_, {}, 1}).ok());
+  EXPECT_TRUE(table->Open({ns_, {}, 1}).ok());
+  EXPECT_EQ(table->Find(b.id).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(DecodeSessionTest, BackendChoice) {
   EXPECT_EQ(*ParseBackendChoice("auto"), BackendChoice::kAuto);
   EXPECT_EQ(ParseBackendChoice("gpu").status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,0 +1,138 @@
+// Tenant quotas on the real server with tokens (the hardening issue's quota finding: one
+// tenant's puts evicted every checkpoint of another and then locked it out): a tenant at
+// tenant_max_bytes evicts its own checkpoints and never another's, its pending puts and
+// namespaces stop at their quotas with RESOURCE_EXHAUSTED naming them, the other tenant is
+// served throughout, and /metrics shows each tenant's usage and refusals.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "base/loopback_http.h"
+#include "tests/integration/service/checkpoint_data.h"
+#include "tests/integration/service/process.h"
+
+namespace leapcache::testing {
+namespace {
+
+constexpr char kAliceToken[] = "alice-token-0123456789abcdef";
+constexpr char kBobToken[] = "bob-token-0123456789abcdef0123";
+
+class TenantQuotaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("leapcache-quota-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    const std::string tokens = (dir_ / "tokens").string();
+    std::ofstream(tokens) << kAliceToken << " alice\n" << kBobToken << " bob\n";
+    // 16 pages of 64 KiB, one checkpoint of 2 x 4 blobs of 16 x 16 each: without a quota, Alice
+    // alone would fill the store and evict every checkpoint of Bob's.
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
+        {"--memory-budget=1MiB", "--page-bytes=64KiB", "--tokens-file=" + tokens,
+         "--tenant-max-bytes=512KiB", "--tenant-max-pending-puts=4",
+         "--tenant-max-namespaces=2"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server).value();
+    alice_ = Connect(kAliceToken);
+    bob_ = Connect(kBobToken);
+    ASSERT_NE(alice_, nullptr);
+    ASSERT_NE(bob_, nullptr);
+  }
+  void TearDown() override {
+    alice_.reset();
+    bob_.reset();
+    if (server_ != nullptr) {
+      absl::StatusOr<int> code = server_->Stop();
+      ASSERT_TRUE(code.ok()) << code.status();
+      EXPECT_EQ(*code, 0);
+    }
+    std::filesystem::remove_all(dir_);
+  }
+  std::unique_ptr<client::Client> Connect(const std::string& token) {
+    client::ClientOptions o;
+    o.target = server_->target();
+    o.token = token;
+    o.allow_token_without_tls = true;  // loopback
+    absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  static client::PutTarget Target(const client::NamespaceInfo& ns, uint64_t i) {
+    return {ns.id, TestHash(i), {16, 1}, {}, absl::ZeroDuration()};
+  }
+  static bool Hit(client::Client& c, const client::NamespaceInfo& ns, uint64_t i) {
+    const std::vector<client::BlockHash> chain{TestHash(i)};
+    absl::StatusOr<client::LookupResult> r = c.Lookup({ns.id, chain, {}, 0, 16});
+    return r.ok() && r->hit;
+  }
+  std::string Metrics() {
+    absl::StatusOr<base::HttpResponse> r = base::HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->body : "";
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<client::Client> alice_, bob_;
+};
+
+TEST_F(TenantQuotaTest, ATenantAtItsQuotasEvictsOnlyItselfAndTheOtherIsServed) {
+  const client::NamespaceSpec alice_spec = SmallNamespace("alice");
+  const client::NamespaceSpec bob_spec = SmallNamespace("bob");
+  absl::StatusOr<client::NamespaceInfo> a = alice_->RegisterNamespace(alice_spec);
+  absl::StatusOr<client::NamespaceInfo> b = bob_->RegisterNamespace(bob_spec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<uint8_t> alice_blobs = EncodeBlobs(alice_spec, MakeStates(alice_spec, 1));
+  const std::vector<uint8_t> bob_blobs = EncodeBlobs(bob_spec, MakeStates(bob_spec, 2));
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(bob_->PutCompact(Target(*b, i), bob_blobs).ok());
+
+  // Alice puts four times her 8 pages: every put goes through, on her own evictions.
+  for (uint64_t i = 100; i < 132; ++i) {
+    ASSERT_TRUE(alice_->PutCompact(Target(*a, i), alice_blobs).ok()) << i;
+  }
+  for (uint64_t i = 124; i < 132; ++i) EXPECT_TRUE(Hit(*alice_, *a, i)) << i;
+  EXPECT_FALSE(Hit(*alice_, *a, 100));
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_TRUE(Hit(*bob_, *b, i)) << i;
+
+  // Reservations she leaves open stop at her pending quota; Bob still puts.
+  std::vector<client::Reservation> open;
+  for (uint64_t i = 200; i < 204; ++i) {
+    absl::StatusOr<client::Reservation> r = alice_->ReservePut(Target(*a, i), std::nullopt);
+    ASSERT_TRUE(r.ok()) << r.status();
+    open.push_back(*r);
+  }
+  absl::StatusOr<client::Reservation> over = alice_->ReservePut(Target(*a, 204), std::nullopt);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(over.status().message(), "tenant_max_pending_puts"))
+      << over.status();
+  EXPECT_TRUE(bob_->PutCompact(Target(*b, 9), bob_blobs).ok());
+
+  // Namespaces stop at two per tenant.
+  EXPECT_TRUE(alice_->RegisterNamespace(SmallNamespace("alice", 3)).ok());
+  absl::StatusOr<client::NamespaceInfo> third = alice_->RegisterNamespace(SmallNamespace("alice", 4));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(bob_->RegisterNamespace(SmallNamespace("bob", 4)).ok());
+
+  const std::string text = Metrics();
+  EXPECT_TRUE(absl::StrContains(text, "leapcache_tenant_bytes{tenant=\"alice\"} 524288")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "leapcache_tenant_bytes{tenant=\"bob\"} 327680")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "leapcache_tenant_pending_puts{tenant=\"alice\"} 4")) << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "leapcache_tenant_quota_refusals_total{quota=\"pending_puts\",tenant=\"alice\"} 1"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "leapcache_tenant_quota_refusals_total{quota=\"namespaces\",tenant=\"alice\"} 1"))
+      << text;
+  for (const client::Reservation& r : open) ASSERT_TRUE(alice_->AbortPut(r.put_id).ok());
+}
+
+}  // namespace
+}  // namespace leapcache::testing

@@ -1,5 +1,6 @@
 #include "service/config/config.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -120,6 +121,11 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid(
         absl::StrCat("max_concurrent_streams must be >= 1 (got ", c.max_concurrent_streams, ")"));
   }
+  if (c.grpc_memory_budget < 4 * c.max_message_bytes) {
+    return Invalid(absl::StrCat("grpc_memory_budget must hold at least four messages: >= 4 x "
+                                "max_message_bytes = ",
+                                4 * c.max_message_bytes, " (got ", c.grpc_memory_budget, ")"));
+  }
   if (c.max_threads < 2 || c.max_threads > 65536) {
     return Invalid(absl::StrCat("max_threads must be in [2, 65536] (got ", c.max_threads, ")"));
   }
@@ -173,6 +179,13 @@ absl::Status ValidateConfig(const ServerConfig& c) {
                                 absl::FormatDuration(c.stream_idle_timeout), ")"));
   }
   return absl::OkStatus();
+}
+
+uint64_t ServerMemoryBound(const ServerConfig& c, int cores) {
+  const uint64_t decode = c.decode_backend == "cuda" ? 0 : c.decode_memory_budget;
+  return c.memory_budget + c.spill_budget + decode + c.grpc_memory_budget +
+         2 * c.max_message_bytes * static_cast<uint64_t>(std::max(1, cores)) +
+         kHeapRetainedBytes + kProcessBaseBytes;
 }
 
 decode::DecodeOptions ToDecodeOptions(const ServerConfig& c) {

@@ -132,6 +132,11 @@ struct ServerConfig {
   // Concurrent calls per client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); gRPC's
   // default is unlimited.
   int64_t max_concurrent_streams = 256;
+  // Memory gRPC may hold for its connections and messages in flight (its resource quota): past
+  // it gRPC shrinks read buffers and stops reading, so a flood of large messages waits instead of
+  // growing the heap. One term of the memory bound (ServerMemoryBound); 48 uploaders of 7 MiB
+  // chunks once took the server to 5.7x its budget without it.
+  uint64_t grpc_memory_budget = 256 * kMiB;
   // Threads serving unary calls. Each unary call in progress holds one (the Get and UploadPut
   // streams hold none while they wait for their client); calls beyond it fail with
   // RESOURCE_EXHAUSTED rather than queue without bound, and health turns NOT_SERVING while they
@@ -192,6 +197,16 @@ absl::Status ValidateConfig(const ServerConfig& config);
 // agree with each other. INVALID_ARGUMENT naming the setting and the file. Separate from
 // ValidateConfig, which checks values only, so that --check-config reports both.
 absl::Status CheckConfigFiles(const ServerConfig& config);
+
+// What the server's resident memory stays below, as a formula of the settings (the README's
+// "Memory" section): the host tiers (memory_budget + spill_budget), decode_memory_budget unless
+// decode_backend is cuda (live states in host memory otherwise), grpc_memory_budget, two
+// max_message_bytes per core for messages being parsed and built outside gRPC's quota,
+// kHeapRetainedBytes of freed heap the allocator keeps mapped (large_allocations.h), and
+// kProcessBaseBytes for code, stacks and the index. `cores`: the CPUs the process may use.
+inline constexpr uint64_t kHeapRetainedBytes = 128 * kMiB;
+inline constexpr uint64_t kProcessBaseBytes = 64 * kMiB;
+uint64_t ServerMemoryBound(const ServerConfig& config, int cores);
 
 // The attached-decode options. REQUIRES: ValidateConfig(config).ok().
 decode::DecodeOptions ToDecodeOptions(const ServerConfig& config);

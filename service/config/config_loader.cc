@@ -185,6 +185,8 @@ const std::vector<Setting>& Settings() {
       BytesSetting("chunk_bytes", &C::chunk_bytes, "data bytes per streamed chunk"),
       IntSetting("max_concurrent_streams", &C::max_concurrent_streams, 1, INT32_MAX,
                  "concurrent calls per connection"),
+      BytesSetting("grpc_memory_budget", &C::grpc_memory_budget,
+                   "memory gRPC may hold for connections and messages in flight"),
       IntSetting("max_threads", &C::max_threads, 2, 65536, "threads serving calls"),
       DurationSetting("keepalive_time", &C::keepalive_time, "ping idle connections this often"),
       DurationSetting("keepalive_timeout", &C::keepalive_timeout,

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -91,6 +92,11 @@ int Run(int argc, char** argv) {
     std::printf("%s metrics on %s\n", kProgram, (*server)->metrics_address().c_str());
   }
   std::fflush(stdout);
+  std::fprintf(stderr, "%s: resident memory stays below %.0f MiB (ServerMemoryBound of these settings)\n",
+               kProgram,
+               static_cast<double>(ServerMemoryBound(
+                   loaded->config, static_cast<int>(std::thread::hardware_concurrency()))) /
+                   (1 << 20));
 
   int received = 0;
   while (sigwait(&signals, &received) != 0) {

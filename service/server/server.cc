@@ -4,7 +4,11 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -89,6 +93,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     s->tenant_metrics_ = std::make_unique<TenantMetrics>(s->registry_.get());
   }
   s->rpc_metrics_ = std::make_unique<RpcMetrics>(s->registry_.get());
+  s->registry_
+      ->AddGauge("leapcache_memory_bound_bytes",
+                 "What the server's resident memory stays below: ServerMemoryBound of its "
+                 "settings (compare leapcache_resident_memory_bytes).")
+      .Add({})
+      .Set(static_cast<double>(
+          ServerMemoryBound(config, static_cast<int>(std::thread::hardware_concurrency()))));
+  s->resident_ = &s->registry_
+                      ->AddGauge("leapcache_resident_memory_bytes",
+                                 "The server process's resident memory (VmRSS) at the scrape.")
+                      .Add({});
   if (config.encode_backend == "cpu") {
     s->encoder_ = MakeCpuStateEncoder();
   } else {
@@ -170,6 +185,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(config.handshake_timeout));
   grpc::ResourceQuota quota("leapcache-server");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
+  quota.Resize(config.grpc_memory_budget);
   builder.SetResourceQuota(quota);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(s->rpc_metrics_->InterceptorFactory());
@@ -236,7 +252,20 @@ void Server::StopHousekeeping() {
   if (housekeeping_.joinable()) housekeeping_.join();
 }
 
+namespace {
+
+// VmRSS of this process, from /proc/self/statm; 0 where unreadable.
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
 std::string Server::RenderMetrics() const {
+  resident_->Set(static_cast<double>(ResidentBytes()));
   const core::StoreStats stats = store_->Stats();
   store_metrics_->Update(stats);
   if (tenant_metrics_ != nullptr) tenant_metrics_->Update(stats.tenants);

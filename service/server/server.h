@@ -33,6 +33,7 @@ class Server;
 }  // namespace grpc
 
 namespace leapcache::metrics {
+class Gauge;
 class Registry;
 }  // namespace leapcache::metrics
 
@@ -91,6 +92,7 @@ class Server {
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<StoreMetrics> store_metrics_;
   std::unique_ptr<TenantMetrics> tenant_metrics_;  // with a tokens file only
+  metrics::Gauge* resident_ = nullptr;             // leapcache_resident_memory_bytes
   std::unique_ptr<RpcMetrics> rpc_metrics_;
   std::unique_ptr<StateEncoder> encoder_;  // dense puts' codec (state_encoder.h)
   std::unique_ptr<StateDecoder> decoder_;  // dense gets' kernels; null: the CPU reference

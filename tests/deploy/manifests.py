@@ -73,6 +73,20 @@ def size_bytes(text):
     return int(m.group(1)) * SIZE_UNITS[m.group(2)]
 
 
+def overhead_bytes(values):
+    """tiers.memoryOverhead in bytes; "auto" as the server's ServerMemoryBound less its host
+    tiers (service/config/config.h), with the server's defaults for settings not in config."""
+    tiers = values["tiers"]
+    if str(tiers["memoryOverhead"]) != "auto":
+        return size_bytes(tiers["memoryOverhead"])
+    config = values.get("config") or {}
+    decode = 0 if config.get("decode_backend", "auto") == "cuda" else \
+        size_bytes(config.get("decode_memory_budget", "1GiB"))
+    grpc = size_bytes(config.get("grpc_memory_budget", "256MiB"))
+    message = size_bytes(config.get("max_message_bytes", "8MiB"))
+    return decode + grpc + 2 * message * int(tiers["overheadCores"]) + (128 << 20) + (64 << 20)
+
+
 def quantity_bytes(text):
     """A Kubernetes memory quantity ("16Gi", "20G", 17179869184) in bytes."""
     m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)", str(text).strip())
@@ -326,7 +340,7 @@ class Checker:
         user_set = "memory" in (v["resources"].get("limits") or {}) or \
                    "memory" in (v["resources"].get("requests") or {})
         if not user_set:
-            want = host + size_bytes(tiers["memoryOverhead"])
+            want = host + overhead_bytes(v)
             equal = requests.get("memory") == limits.get("memory")
             if quantity_bytes(limits.get("memory", 0)) < want or not equal:
                 self.fail(where, f"derived memory should be request = limit >= {want} bytes "

@@ -116,6 +116,29 @@ bytes, as a float (quantities may be fractional).
 {{- end -}}
 
 {{/*
+leapcache.memoryOverheadBytes: tiers.memoryOverhead in bytes; "auto" is the server's memory bound
+(ServerMemoryBound, service/config/config.h) less the host tiers: decode_memory_budget unless
+decode_backend is cuda, grpc_memory_budget, two max_message_bytes per core (tiers.overheadCores:
+gRPC's threads follow the node's cores, not the pod's request), 128 MiB of heap the allocator
+keeps and 64 MiB for the process, with the server's defaults for settings not under config.
+*/}}
+{{- define "leapcache.memoryOverheadBytes" -}}
+{{- if eq (toString .Values.tiers.memoryOverhead) "auto" -}}
+{{- $c := default (dict) .Values.config -}}
+{{- $grpc := int64 (include "leapcache.bytes" (default "256MiB" (get $c "grpc_memory_budget"))) -}}
+{{- $message := int64 (include "leapcache.bytes" (default "8MiB" (get $c "max_message_bytes"))) -}}
+{{- $decode := int64 0 -}}
+{{- if ne (toString (default "auto" (get $c "decode_backend"))) "cuda" -}}
+{{- $decode = int64 (include "leapcache.bytes" (default "1GiB" (get $c "decode_memory_budget"))) -}}
+{{- end -}}
+{{- $copies := mul 2 $message (int64 .Values.tiers.overheadCores) -}}
+{{- add $decode $grpc $copies 134217728 67108864 -}}
+{{- else -}}
+{{- include "leapcache.bytes" .Values.tiers.memoryOverhead -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 leapcache.resources: the container's resources. Memory defaults to the host tiers plus
 tiers.memoryOverhead, as request and limit; a given memory limit (or request, without a limit) must
 hold the host tiers. The GPU request comes from gpu.*.
@@ -131,7 +154,7 @@ hold the host tiers. The GPU request comes from gpu.*.
 {{- fail (printf "resources: memory %v is below the host memory tiers (%d bytes: tiers.spill.budget%s); the pod would be OOM-killed as the cache fills. Raise the memory or lower the budgets." $given $tiers (ternary " + tiers.primary.budget" "" .Values.tiers.primary.onHost)) -}}
 {{- end -}}
 {{- else -}}
-{{- $needed := add $tiers (int64 (include "leapcache.bytes" .Values.tiers.memoryOverhead)) -}}
+{{- $needed := add $tiers (int64 (include "leapcache.memoryOverheadBytes" .)) -}}
 {{- $mebibytes := div (add $needed 1048575) 1048576 -}}
 {{- $_ := set $requests "memory" (printf "%dMi" $mebibytes) -}}
 {{- $_ := set $limits "memory" (printf "%dMi" $mebibytes) -}}

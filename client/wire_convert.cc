@@ -108,6 +108,10 @@ ServerStats FromProto(const v1::StatsResponse& s) {
   out.promotions = s.promotions();
   out.bytes_in = s.bytes_in();
   out.bytes_out = s.bytes_out();
+  const v1::TenantUsage& t = s.tenant();
+  out.tenant = {t.tenant(),      t.namespaces(),         t.bytes(),
+                t.pinned_bytes(), t.pending_puts(),      t.quota_bytes(),
+                t.quota_pinned_bytes(), t.quota_pending_puts(), t.quota_namespaces()};
   return out;
 }
 

@@ -427,6 +427,18 @@ absl::Status Stats(Client& c) {
   for (const auto& [name, v] : fields) {
     std::printf("%s: %llu\n", name, static_cast<unsigned long long>(v));
   }
+  if (!s->tenant.tenant.empty()) {  // the server authenticates tenants: the caller's own
+    const client::TenantUsage& t = s->tenant;
+    auto quota = [](uint64_t q) { return q == 0 ? std::string("no limit") : std::to_string(q); };
+    std::printf("tenant %s: %llu bytes (quota %s), %llu pinned (quota %s), %llu pending puts "
+                "(quota %s), %llu namespaces (quota %s)\n",
+                t.tenant.c_str(), static_cast<unsigned long long>(t.bytes),
+                quota(t.quota_bytes).c_str(), static_cast<unsigned long long>(t.pinned_bytes),
+                quota(t.quota_pinned_bytes).c_str(),
+                static_cast<unsigned long long>(t.pending_puts),
+                quota(t.quota_pending_puts).c_str(), static_cast<unsigned long long>(t.namespaces),
+                quota(t.quota_namespaces).c_str());
+  }
   return absl::OkStatus();
 }
 

@@ -103,6 +103,10 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid("shutdown_grace must be a finite duration >= 0");
   }
   if (c.max_pending_puts == 0) return Invalid("max_pending_puts must be > 0");
+  if (c.stats_scope != "tenant" && c.stats_scope != "store") {
+    return Invalid(
+        absl::StrCat("stats_scope must be tenant or store (got \"", c.stats_scope, "\")"));
+  }
   if (c.tenant_max_bytes > 0 && c.tenant_max_bytes < c.page_bytes) {
     return Invalid(absl::StrCat("tenant_max_bytes must be 0 (no limit) or at least page_bytes (",
                                 c.page_bytes, "); got ", c.tenant_max_bytes));

@@ -119,6 +119,11 @@ struct ServerConfig {
   uint64_t tenant_max_pending_puts = 0;
   uint64_t tenant_max_namespaces = 0;
   int64_t tenant_max_decode_sessions = 0;
+  // What StateCache.Stats shows a caller where tenants are authenticated: tenant (its own
+  // usage and the tiers' capacities; no tenant learns another's traffic or memory) or store
+  // (the store-wide numbers to everyone, as without a tokens file). The metrics port always has
+  // everything: it is the operator's.
+  std::string stats_scope = "tenant";
 
   // --- gRPC limits ---
   // Largest message either side of a call may send or receive. 8 MiB holds a 4 MiB chunk and the

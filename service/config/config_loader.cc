@@ -180,6 +180,8 @@ const std::vector<Setting>& Settings() {
                  "namespaces per tenant; 0: no limit"),
       IntSetting("tenant_max_decode_sessions", &C::tenant_max_decode_sessions, 0, 1 << 20,
                  "attached-decode sessions per tenant; 0: no limit"),
+      StringSetting("stats_scope", &C::stats_scope,
+                    "with tokens, what Stats shows a tenant: tenant (its own) or store"),
       BytesSetting("max_message_bytes", &C::max_message_bytes,
                    "largest gRPC message sent or received"),
       BytesSetting("chunk_bytes", &C::chunk_bytes, "data bytes per streamed chunk"),

@@ -173,6 +173,7 @@ class CheckpointStore {
   // Tiers holding the checkpoint's bytes (ascending), for tests and the admin surface.
   absl::StatusOr<std::vector<int>> ResidentTiers(NamespaceId ns, const BlockHash& hash) const;
   StoreStats Stats() const;
+  const TenantQuota& tenant_quota() const { return options_.tenant_quota; }
   int num_tiers() const { return residency_.num_tiers(); }
   const MemoryTier& tier(int i) const { return residency_.tier(i); }
 

@@ -427,11 +427,36 @@ grpc::Status StateCacheService::Unpin(grpc::ServerContext* context, const v1::Un
 
 grpc::Status StateCacheService::Stats(grpc::ServerContext* context, const v1::StatsRequest*,
                                       v1::StatsResponse* response) {
-  // Any authenticated caller: store-wide totals, no per-tenant numbers.
-  if (absl::StatusOr<std::string> caller = auth_->Caller(*context); !caller.ok()) {
-    return ToGrpcStatus(caller.status());
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  const core::StoreStats stats = store_->Stats();
+  if (!auth_->enabled() || limits_.stats_store_wide) {
+    StatsToProto(stats, response);
+  } else {
+    // A tenant's view: the tiers' shapes, not their use (stats.proto).
+    for (const core::TierStats& t : stats.tiers) {
+      v1::TierStats* out = response->add_tiers();
+      out->set_name(t.name);
+      out->set_page_bytes(t.page_bytes);
+      out->set_capacity_bytes(t.capacity_bytes);
+    }
   }
-  StatsToProto(store_->Stats(), response);
+  if (auth_->enabled()) {
+    v1::TenantUsage* usage = response->mutable_tenant();
+    usage->set_tenant(*caller);
+    for (const core::TenantStats& t : stats.tenants) {
+      if (t.tenant != *caller) continue;
+      usage->set_namespaces(t.namespaces);
+      usage->set_bytes(t.bytes);
+      usage->set_pinned_bytes(t.pinned_bytes);
+      usage->set_pending_puts(t.pending_puts);
+    }
+    const core::TenantQuota& quota = store_->tenant_quota();
+    usage->set_quota_bytes(quota.bytes);
+    usage->set_quota_pinned_bytes(quota.pinned_bytes);
+    usage->set_quota_pending_puts(quota.pending_puts);
+    usage->set_quota_namespaces(quota.namespaces);
+  }
   return grpc::Status::OK;
 }
 

@@ -24,6 +24,9 @@ struct ServiceLimits {
   // Data bytes per Get response message (the client may ask for less), and the upload chunk
   // advertised to clients.
   uint64_t chunk_bytes = 0;
+  // Where tenants are authenticated: whether Stats gives every caller the store-wide numbers
+  // (stats_scope: store) or only its own tenant's usage (tenant, the default).
+  bool stats_store_wide = false;
 };
 
 // The largest UploadPut chunk accepted: chunk_bytes, or one dense state where a state is larger

@@ -147,7 +147,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       s->registry_.get());
   s->service_ = std::make_unique<StateCacheService>(s->store_.get(), s->puts_.get(),
                                                     s->auth_.get(), s->watchdog_.get(),
-                                                    ServiceLimits{config.chunk_bytes},
+                                                    ServiceLimits{config.chunk_bytes,
+                                                                  config.stats_scope == "store"},
                                                     s->decoder_.get());
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -213,6 +213,15 @@ struct FormatMemoryStats {
 };
 
 // The server's Stats snapshot (stats.proto documents each field).
+// The calling tenant's usage and quotas (0: no limit), where the server authenticates tenants.
+struct TenantUsage {
+  std::string tenant;
+  uint64_t namespaces = 0, bytes = 0, pinned_bytes = 0, pending_puts = 0;
+  uint64_t quota_bytes = 0, quota_pinned_bytes = 0, quota_pending_puts = 0, quota_namespaces = 0;
+};
+
+// Where the server authenticates tenants, the store-wide numbers are 0 unless it is set to
+// stats_scope: store; `tenant` is the caller's own usage.
 struct ServerStats {
   std::vector<TierStats> tiers;
   std::vector<FormatMemoryStats> memory;
@@ -223,6 +232,7 @@ struct ServerStats {
   uint64_t puts_aborted = 0, puts_expired = 0;
   uint64_t gets = 0, get_hits = 0, get_misses = 0, deletes = 0;
   uint64_t evictions = 0, spills = 0, promotions = 0, bytes_in = 0, bytes_out = 0;
+  TenantUsage tenant;
 };
 
 class Client {

@@ -46,7 +46,9 @@ class AuthTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(
         {"--memory-budget=16MiB", "--page-bytes=64KiB", "--tls-cert-file=" + pki_->server_cert,
-         "--tls-key-file=" + pki_->server_key, "--tokens-file=" + *tokens_file_});
+         "--tls-key-file=" + pki_->server_key, "--tokens-file=" + *tokens_file_,
+         // The unchanged-store checks below read store-wide numbers.
+         "--stats-scope=store"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
     alice_ = Connect(kAliceToken);

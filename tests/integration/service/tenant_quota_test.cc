@@ -134,5 +134,45 @@ TEST_F(TenantQuotaTest, ATenantAtItsQuotasEvictsOnlyItselfAndTheOtherIsServed) {
   for (const client::Reservation& r : open) ASSERT_TRUE(alice_->AbortPut(r.put_id).ok());
 }
 
+TEST_F(TenantQuotaTest, StatsShowATenantItsOwnUsageAndNothingOfAnothers) {
+  // Once, Stats was store-wide and open to every tenant: Bob saw Alice's hits and memory.
+  const client::NamespaceSpec alice_spec = SmallNamespace("alice");
+  absl::StatusOr<client::NamespaceInfo> a = alice_->RegisterNamespace(alice_spec);
+  ASSERT_TRUE(a.ok());
+  const std::vector<uint8_t> blobs = EncodeBlobs(alice_spec, MakeStates(alice_spec, 1));
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(alice_->PutCompact(Target(*a, i), blobs).ok());
+  ASSERT_TRUE(Hit(*alice_, *a, 1));
+  absl::StatusOr<client::Reservation> open = alice_->ReservePut(Target(*a, 50), std::nullopt);
+  ASSERT_TRUE(open.ok());
+
+  absl::StatusOr<client::ServerStats> bob = bob_->Stats();
+  ASSERT_TRUE(bob.ok()) << bob.status();
+  EXPECT_EQ(bob->tenant.tenant, "bob");
+  EXPECT_EQ(bob->tenant.bytes, 0u);
+  EXPECT_EQ(bob->tenant.namespaces, 0u);
+  EXPECT_EQ(bob->tenant.quota_bytes, 512u << 10);
+  EXPECT_EQ(bob->tenant.quota_pending_puts, 4u);
+  EXPECT_EQ(bob->lookups, 0u);
+  EXPECT_EQ(bob->lookup_hits, 0u);
+  EXPECT_EQ(bob->puts_committed, 0u);
+  EXPECT_EQ(bob->checkpoints, 0u);
+  EXPECT_EQ(bob->namespaces, 0u);
+  EXPECT_EQ(bob->pending_puts, 0u);
+  ASSERT_EQ(bob->tiers.size(), 1u);
+  EXPECT_EQ(bob->tiers[0].capacity_bytes, 1u << 20);
+  EXPECT_EQ(bob->tiers[0].used_bytes, 0u);
+
+  absl::StatusOr<client::ServerStats> alice = alice_->Stats();
+  ASSERT_TRUE(alice.ok());
+  EXPECT_EQ(alice->tenant.tenant, "alice");
+  EXPECT_EQ(alice->tenant.namespaces, 1u);
+  EXPECT_EQ(alice->tenant.bytes, 4u * 64 * 1024);  // three checkpoints and the reservation
+  EXPECT_EQ(alice->tenant.pending_puts, 1u);
+  EXPECT_EQ(alice->lookups, 0u);  // store-wide numbers stay hidden from her too
+  // The operator's metrics port has everything.
+  EXPECT_TRUE(absl::StrContains(Metrics(), "leapcache_lookup_hits_total 1")) << Metrics();
+  ASSERT_TRUE(alice_->AbortPut(open->put_id).ok());
+}
+
 }  // namespace
 }  // namespace leapcache::testing

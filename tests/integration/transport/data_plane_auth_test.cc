@@ -30,7 +30,8 @@ class DataPlaneAuthTest : public ::testing::Test {
     const std::string tokens = dir_ + "/tokens";
     std::ofstream(tokens) << kAliceToken << " alice\n" << kBobToken << " bob\n";
     auto server = ServerProcess::Start(
-        {"--memory-budget=32MiB", "--page-bytes=64KiB", "--tokens-file=" + tokens});
+        {"--memory-budget=32MiB", "--page-bytes=64KiB", "--tokens-file=" + tokens,
+         "--stats-scope=store"});  // the end checks store-wide leases and puts
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
   }

@@ -51,7 +51,9 @@ struct ServerConfig {
   std::string tls_client_ca_file;
   // Bearer tokens, one "TOKEN TENANT" line each (auth_tokens.h); when set, every StateCache call
   // needs `authorization: Bearer TOKEN` and may only touch namespaces of the token's tenant.
-  // Health checks stay open. Read at start; change by restarting. Tokens travel in the clear
+  // Health checks stay open. Read at start, and again on SIGHUP and whenever the file changes
+  // (checked every second), so tokens are added and revoked without a restart; a file that does
+  // not load leaves the tokens in force (and is logged). Tokens travel in the clear
   // without TLS, so a tokens file without TLS is accepted only on a loopback listen address.
   std::string tokens_file;
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "base/check.h"
 #include "absl/strings/str_cat.h"
 #include "service/core/namespace_registry.h"
 
@@ -42,18 +43,30 @@ absl::StatusOr<std::string> AuthenticateCall(const grpc::ServerContextBase& cont
 }
 
 absl::StatusOr<std::string> Authorizer::Caller(const grpc::ServerContextBase& context) const {
-  if (!tokens_.has_value()) return std::string();
-  return AuthenticateCall(context, *tokens_);
+  if (!enabled_) return std::string();
+  std::shared_ptr<const TokenTable> tokens;
+  {
+    absl::ReaderMutexLock lock(&tokens_mu_);
+    tokens = tokens_;
+  }
+  return AuthenticateCall(context, *tokens);
+}
+
+void Authorizer::ReplaceTokens(TokenTable tokens) {
+  LC_CHECK(enabled_, "ReplaceTokens on an authorizer without tokens");
+  auto fresh = std::make_shared<const TokenTable>(std::move(tokens));
+  absl::MutexLock lock(&tokens_mu_);
+  tokens_ = std::move(fresh);
 }
 
 absl::Status Authorizer::Register(const std::string& tenant, const std::string& requested) const {
-  if (!tokens_.has_value() || requested == tenant) return absl::OkStatus();
+  if (!enabled_ || requested == tenant) return absl::OkStatus();
   return absl::PermissionDeniedError(
       "tenant: the caller's token may only register namespaces of its own tenant");
 }
 
 absl::Status Authorizer::Namespace(const std::string& tenant, core::NamespaceId ns) const {
-  if (!tokens_.has_value()) return absl::OkStatus();
+  if (!enabled_) return absl::OkStatus();
   absl::StatusOr<core::NamespaceInfo> info = store_->GetNamespace(ns);
   if (!info.ok()) return info.status();
   if (info->spec.tenant != tenant) return core::UnknownNamespaceError(ns);
@@ -69,7 +82,7 @@ absl::StatusOr<std::string> Authorizer::CallerFor(const grpc::ServerContextBase&
 }
 
 void Authorizer::RecordPut(const std::string& tenant, uint64_t id, absl::Duration ttl) {
-  if (!tokens_.has_value()) return;
+  if (!enabled_) return;
   const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   // Forget owners of puts long past their deadline, so the table stays as small as the core's.
@@ -82,7 +95,7 @@ void Authorizer::RecordPut(const std::string& tenant, uint64_t id, absl::Duratio
 }
 
 absl::Status Authorizer::Put(const std::string& tenant, uint64_t id) const {
-  if (!tokens_.has_value()) return absl::OkStatus();
+  if (!enabled_) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   auto it = put_owners_.find(id);
   if (it == put_owners_.end()) {
@@ -97,7 +110,7 @@ absl::Status Authorizer::Put(const std::string& tenant, uint64_t id) const {
 }
 
 void Authorizer::ForgetPut(uint64_t id) {
-  if (!tokens_.has_value()) return;
+  if (!enabled_) return;
   absl::MutexLock lock(&mu_);
   put_owners_.erase(id);
 }

@@ -15,10 +15,15 @@
 //
 // Why in the handlers rather than grpc::AuthMetadataProcessor: the processor runs only on secure
 // listeners, but a loopback deployment may use tokens without TLS; and authorization needs the
-// request body (namespace ids, put ids), which only a handler sees. Thread-safe.
+// request body (namespace ids, put ids), which only a handler sees.
+//
+// The table can be replaced while the server runs (ReplaceTokens: the server rereads the tokens
+// file on SIGHUP and when it changes), so a token is added or revoked without a restart; calls
+// already authenticated keep their tenant. Thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -44,9 +49,16 @@ class Authorizer {
   // `store` and `clock` (the store's) must outlive the authorizer. No tokens: open.
   Authorizer(std::optional<TokenTable> tokens, const core::CheckpointStore* store,
              const core::Clock& clock)
-      : tokens_(std::move(tokens)), store_(store), clock_(clock) {}
+      : enabled_(tokens.has_value()),
+        tokens_(tokens.has_value() ? std::make_shared<const TokenTable>(*std::move(tokens))
+                                   : nullptr),
+        store_(store),
+        clock_(clock) {}
 
-  bool enabled() const { return tokens_.has_value(); }
+  bool enabled() const { return enabled_; }
+  // Calls from now on are checked against `tokens`. REQUIRES: enabled() (a server started
+  // without tokens stays open).
+  void ReplaceTokens(TokenTable tokens);
 
   // The calling tenant ("" when open).
   absl::StatusOr<std::string> Caller(const grpc::ServerContextBase& context) const;
@@ -71,7 +83,9 @@ class Authorizer {
     std::string tenant;
     absl::Time deadline;
   };
-  const std::optional<TokenTable> tokens_;
+  const bool enabled_;
+  mutable absl::Mutex tokens_mu_;
+  std::shared_ptr<const TokenTable> tokens_ ABSL_GUARDED_BY(tokens_mu_);  // null when open
   const core::CheckpointStore* const store_;
   const core::Clock& clock_;
   mutable absl::Mutex mu_;

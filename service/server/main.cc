@@ -47,12 +47,13 @@ absl::Status WritePortFile(const std::string& path, int port) {
 }
 
 int Run(int argc, char** argv) {
-  // Block the shutdown signals before any thread starts, so every thread inherits the mask and
-  // only the sigwait below receives them.
+  // Block the shutdown and reload signals before any thread starts, so every thread inherits the
+  // mask and only the sigwait below receives them.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a peer closing a socket is an error return, not a death
 
@@ -92,14 +93,21 @@ int Run(int argc, char** argv) {
     std::printf("%s metrics on %s\n", kProgram, (*server)->metrics_address().c_str());
   }
   std::fflush(stdout);
-  std::fprintf(stderr, "%s: resident memory stays below %.0f MiB (ServerMemoryBound of these settings)\n",
+  std::fprintf(stderr,
+               "%s: resident memory stays below %.0f MiB (ServerMemoryBound of these settings)\n",
                kProgram,
                static_cast<double>(ServerMemoryBound(
                    loaded->config, static_cast<int>(std::thread::hardware_concurrency()))) /
                    (1 << 20));
 
   int received = 0;
-  while (sigwait(&signals, &received) != 0) {
+  for (;;) {
+    if (sigwait(&signals, &received) != 0) continue;
+    if (received != SIGHUP) break;
+    // SIGHUP: read the tokens file again (the server also does when the file changes).
+    const absl::Status st = (*server)->ReloadTokens();
+    std::fprintf(stderr, "%s: SIGHUP: %s\n", kProgram,
+                 st.ok() ? "tokens reloaded" : std::string(st.message()).c_str());
   }
   std::fprintf(stderr, "%s: %s received, draining for up to %s\n", kProgram,
                received == SIGTERM ? "SIGTERM" : "SIGINT",

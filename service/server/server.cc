@@ -4,7 +4,10 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <chrono>
 #include <fstream>
@@ -221,11 +224,39 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   return s;
 }
 
+namespace {
+
+// What changes when the file does: its modification time, size and inode ("" if absent).
+std::string FileIdentity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "/", st.st_size, "/",
+                      st.st_ino);
+}
+
+}  // namespace
+
+absl::Status Server::ReloadTokens() {
+  if (config_.tokens_file.empty()) {
+    return absl::FailedPreconditionError("the server was started without a tokens_file");
+  }
+  absl::MutexLock lock(&reload_mu_);
+  absl::StatusOr<TokenTable> table = TokenTable::Load(config_.tokens_file);
+  if (!table.ok()) {
+    return absl::Status(table.status().code(),
+                        absl::StrCat("tokens_file not reloaded, the tokens in force stay: ",
+                                     table.status().message()));
+  }
+  auth_->ReplaceTokens(*std::move(table));
+  return absl::OkStatus();
+}
+
 void Server::Housekeep() {
   ServingProbe probe(grpc_server_->InProcessChannel(grpc::ChannelArguments()), kProbeDeadline,
                      kProbeFailures);
   absl::Time next_probe = absl::Now() + kProbeInterval;
   absl::MutexLock lock(&housekeeping_mu_);
+  if (!config_.tokens_file.empty()) tokens_file_identity_ = FileIdentity(config_.tokens_file);
   while (!housekeeping_mu_.AwaitWithTimeout(absl::Condition(&stop_housekeeping_),
                                             kStreamSweepInterval)) {
     housekeeping_mu_.Unlock();  // streams' expiry and the probe take their own locks
@@ -240,6 +271,18 @@ void Server::Housekeep() {
         }
       }
       next_probe = absl::Now() + kProbeInterval;
+      if (!config_.tokens_file.empty()) {
+        const std::string identity = FileIdentity(config_.tokens_file);
+        housekeeping_mu_.Lock();
+        const bool changed = identity != tokens_file_identity_ && !identity.empty();
+        tokens_file_identity_ = identity;
+        housekeeping_mu_.Unlock();
+        if (changed) {
+          const absl::Status st = ReloadTokens();
+          std::fprintf(stderr, "leapcache-server: tokens_file changed: %s\n",
+                       st.ok() ? "tokens reloaded" : std::string(st.message()).c_str());
+        }
+      }
     }
     housekeeping_mu_.Lock();
   }

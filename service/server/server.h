@@ -74,6 +74,11 @@ class Server {
   int metrics_port() const { return metrics_port_; }
 
   void Shutdown(absl::Duration grace);
+  // Reads tokens_file again and, if it loads, checks calls against it from now on; if it does
+  // not (unreadable, malformed), the tokens in force stay and the error is returned.
+  // FAILED_PRECONDITION for a server started without a tokens file. The housekeeping thread
+  // calls this when the file changes (new contents, or a Kubernetes Secret's symlink swap).
+  absl::Status ReloadTokens();
   // Started, not draining, and serving calls as the last probes found.
   bool ready() const { return ready_.load() && serving_.load(); }
 
@@ -119,6 +124,9 @@ class Server {
   int metrics_port_ = 0;
   std::atomic<bool> ready_{false};
   std::atomic<bool> serving_{true};  // the serving probe's verdict
+  // The tokens file as last loaded (modification time, size, inode), to notice a change.
+  std::string tokens_file_identity_ ABSL_GUARDED_BY(housekeeping_mu_);
+  absl::Mutex reload_mu_;  // one reload at a time
   absl::Mutex housekeeping_mu_;
   bool stop_housekeeping_ ABSL_GUARDED_BY(housekeeping_mu_) = false;
   std::thread housekeeping_;

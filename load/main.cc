@@ -49,6 +49,9 @@
 #include "base/status_macros.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:7470", "host:port of the leapcache-server to load");
+ABSL_FLAG(std::string, tenant, "leapcache-load",
+          "tenant of the namespaces (one per format: TENANT/FORMAT); runs against one server "
+          "with different tenants never see each other's checkpoints");
 ABSL_FLAG(std::string, out, "", "directory for report.json, report.md and the PNG plots (created)");
 ABSL_FLAG(bool, check, false,
           "exit 1 unless the report is self-consistent (hits <= lookups, bytes accounted, memory "
@@ -190,6 +193,7 @@ absl::StatusOr<Workload> WorkloadFromFlags() {
 absl::StatusOr<RunnerOptions> RunnerFromFlags(const client::ModelShape& model) {
   RunnerOptions o;
   o.target = absl::GetFlag(FLAGS_server);
+  o.tenant = absl::GetFlag(FLAGS_tenant);
   o.model = model;
   o.block_tokens = absl::GetFlag(FLAGS_block_tokens);
   LC_ASSIGN_OR_RETURN(o.admission, ParseAdmission(absl::GetFlag(FLAGS_admission)));

@@ -15,6 +15,20 @@
 
 namespace leapcache::testing {
 
+// A client of `server` acting for `token`'s tenant over plaintext (the server's listener is on
+// loopback, where a tokens file without TLS is accepted); null, with a test failure, if it
+// cannot be made.
+inline std::unique_ptr<client::Client> ConnectWithToken(const ServerProcess& server,
+                                                        const std::string& token) {
+  client::ClientOptions o;
+  o.target = server.target();
+  o.token = token;
+  o.allow_token_without_tls = true;
+  absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : nullptr;
+}
+
 class ServiceTest : public ::testing::Test {
  protected:
   // Settings for the server, as flags.

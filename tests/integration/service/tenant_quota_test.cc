@@ -5,8 +5,6 @@
 // served throughout, and /metrics shows each tenant's usage and refusals.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 #include "base/loopback_http.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/process.h"
+#include "tests/integration/service/service_fixture.h"
 
 namespace leapcache::testing {
 namespace {
@@ -28,10 +27,8 @@ constexpr char kBobToken[] = "bob-token-0123456789abcdef0123";
 class TenantQuotaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("leapcache-quota-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    const std::string tokens = (dir_ / "tokens").string();
+    dir_ = MakeTempDir("tenant-quota");
+    const std::string tokens = dir_ + "/tokens";
     std::ofstream(tokens) << kAliceToken << " alice\n" << kBobToken << " bob\n";
     // 16 pages of 64 KiB, one checkpoint of 2 x 4 blobs of 16 x 16 each: without a quota, Alice
     // alone would fill the store and evict every checkpoint of Bob's.
@@ -57,13 +54,7 @@ class TenantQuotaTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::unique_ptr<client::Client> Connect(const std::string& token) {
-    client::ClientOptions o;
-    o.target = server_->target();
-    o.token = token;
-    o.allow_token_without_tls = true;  // loopback
-    absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? *std::move(c) : nullptr;
+    return ConnectWithToken(*server_, token);
   }
   static client::PutTarget Target(const client::NamespaceInfo& ns, uint64_t i) {
     return {ns.id, TestHash(i), {16, 1}, {}, absl::ZeroDuration()};
@@ -79,7 +70,7 @@ class TenantQuotaTest : public ::testing::Test {
     return r.ok() ? r->body : "";
   }
 
-  std::filesystem::path dir_;
+  std::string dir_;
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<client::Client> alice_, bob_;
 };

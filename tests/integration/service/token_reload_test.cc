@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/process.h"
+#include "tests/integration/service/service_fixture.h"
 
 namespace leapcache::testing {
 namespace {
@@ -50,13 +51,7 @@ class TokenReloadTest : public ::testing::Test {
     std::filesystem::rename(tmp, tokens_);
   }
   std::unique_ptr<client::Client> Connect(const std::string& token) {
-    client::ClientOptions o;
-    o.target = server_->target();
-    o.token = token;
-    o.allow_token_without_tls = true;  // loopback
-    absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? *std::move(c) : nullptr;
+    return ConnectWithToken(*server_, token);
   }
   static absl::StatusCode StatsCode(client::Client& c) { return c.Stats().status().code(); }
   // Polls until `done` or 5 s.

@@ -1,0 +1,96 @@
+#include "client/c_api/c_api_support.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace leapcache::c_api {
+namespace {
+
+// The message of this thread's last failed call: a thread-local, so that concurrent callers
+// (Python threads, with the GIL released in each call) never see each other's errors.
+thread_local std::string last_error;
+
+}  // namespace
+
+const char* LastError() { return last_error.c_str(); }
+
+int Fail(const absl::Status& status) {
+  if (status.ok()) return 0;
+  last_error = std::string(status.message());
+  return static_cast<int>(status.code());
+}
+
+absl::Status CheckNotNull(const void* p, const char* what) {
+  if (p == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is NULL"));
+  return absl::OkStatus();
+}
+
+void CopyString(const std::string& s, char* out, size_t n) {
+  if (n == 0) return;
+  const size_t k = std::min(s.size(), n - 1);
+  std::memcpy(out, s.data(), k);
+  out[k] = '\0';
+}
+
+absl::StatusOr<client::ClientOptions> ToOptions(const leapcache_client_options& o) {
+  client::ClientOptions c;
+  if (o.target != nullptr) c.target = o.target;
+  c.tls = o.tls != 0;
+  c.tls_root_ca_file = Str(o.tls_root_ca_file);
+  c.tls_client_cert_file = Str(o.tls_client_cert_file);
+  c.tls_client_key_file = Str(o.tls_client_key_file);
+  c.tls_server_name = Str(o.tls_server_name);
+  c.token = Str(o.token);
+  c.allow_token_without_tls = o.allow_token_without_tls != 0;
+  if (o.connect_timeout_ms > 0) c.connect_timeout = absl::Milliseconds(o.connect_timeout_ms);
+  if (o.rpc_timeout_ms > 0) c.rpc_timeout = absl::Milliseconds(o.rpc_timeout_ms);
+  if (o.transfer_timeout_ms > 0) c.transfer_timeout = absl::Milliseconds(o.transfer_timeout_ms);
+  if (o.chunk_bytes > 0) c.chunk_bytes = o.chunk_bytes;
+  if (o.max_message_bytes > 0) c.max_message_bytes = o.max_message_bytes;
+  return c;
+}
+
+client::BlockHash ToHash(const uint8_t* hash) {
+  client::BlockHash h;
+  std::memcpy(h.data(), hash, h.size());
+  return h;
+}
+
+client::HeadRange ToHeads(const leapcache_head_range* heads) {
+  if (heads == nullptr) return {};
+  return {heads->begin, heads->end};
+}
+
+absl::StatusOr<std::optional<client::DenseEncoding>> ToEncoding(const leapcache_encoding* e) {
+  if (e == nullptr || e->dtype == LEAPCACHE_DTYPE_COMPACT) return std::nullopt;
+  if (e->dtype != LEAPCACHE_DTYPE_FP32 && e->dtype != LEAPCACHE_DTYPE_BF16) {
+    return absl::InvalidArgumentError(absl::StrCat("encoding.dtype ", e->dtype, " is unknown"));
+  }
+  if (e->layout != LEAPCACHE_LAYOUT_KV && e->layout != LEAPCACHE_LAYOUT_VK) {
+    return absl::InvalidArgumentError(absl::StrCat("encoding.layout ", e->layout, " is unknown"));
+  }
+  return client::DenseEncoding{static_cast<client::DType>(e->dtype),
+                               static_cast<client::Layout>(e->layout)};
+}
+
+absl::StatusOr<client::PutTarget> ToPutTarget(const leapcache_put_target* t) {
+  if (absl::Status st = CheckStruct(t, "target"); !st.ok()) return st;
+  if (t->ttl_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("target.ttl_ms is negative (", t->ttl_ms, ")"));
+  }
+  client::PutTarget p;
+  p.namespace_id = t->namespace_id;
+  p.hash = ToHash(t->hash);
+  p.position = {t->position.tokens, t->position.blocks};
+  p.heads = {t->heads.begin, t->heads.end};
+  p.ttl = absl::Milliseconds(t->ttl_ms);
+  return p;
+}
+
+leapcache_storage_format FromFormat(const client::StorageFormat& f) {
+  return {static_cast<int32_t>(f.codec), f.bits, f.p, f.r, f.smoothing ? 1 : 0};
+}
+
+}  // namespace leapcache::c_api

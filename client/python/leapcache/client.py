@@ -1,0 +1,388 @@
+"""Client: one connection to a leapcache server and the calls of the C++ Client over it
+(leapcache/client.h): namespaces, lookups, gets into and puts from the caller's arrays, delete,
+pin, unpin, stats, health; attach() for the data plane.
+
+    with leapcache.Client("127.0.0.1:7470") as c:
+        ns = c.register_namespace("tenant-a", kind="gdn", layers=2, heads=4, format="leap8")
+        chain = leapcache.chain_hashes(prompt_ids, block_tokens=256)
+        c.put_from(ns, chain[-1], states)              # float32 [layers, heads, dk, dv]
+        hit = c.lookup(ns, chain)
+        if hit:
+            c.get_into(ns, hit.key, out)               # out: same shape, float32 or bfloat16
+
+Every call blocks its thread only: the GIL is released while the library runs, and one Client
+may be used from many threads at once. Arguments are checked before anything is sent (TypeError,
+ValueError); the server's refusals raise the LeapcacheError subclass of their gRPC code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import List, Optional, Sequence, Union
+
+from . import _checks, _native
+from ._handle import Handle
+from .errors import LeapcacheError, error_for
+from .hashing import BlockKey, key_bytes
+from .types import (KINDS, CheckpointInfo, LookupResult, Namespace, StorageFormat, Stats,
+                    TLSConfig, parse_format)
+
+
+def _check(code: int) -> None:
+    if code != 0:
+        raise error_for(code, _native.last_error())
+
+
+def _seconds_ms(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{name} must be positive seconds, got {value!r}")
+    return max(1, int(round(value * 1000)))
+
+
+def _text(value, name: str) -> Optional[bytes]:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value.encode("utf-8")
+
+
+class _Options:
+    """The library's leapcache_client_options, with the bytes its pointers refer to kept alive
+    (an Engine attaches with the same options as its Client)."""
+
+    def __init__(self, target: str, tls, token, allow_token_without_tls: bool,
+                 connect_timeout, rpc_timeout, transfer_timeout, chunk_bytes,
+                 max_message_bytes):
+        if not isinstance(target, str) or not target:
+            raise TypeError(f"target must be 'host:port', got {target!r}")
+        if tls is True:
+            tls = TLSConfig()
+        elif tls is None or tls is False:
+            tls = None
+        elif not isinstance(tls, TLSConfig):
+            raise TypeError(f"tls must be None, True or a TLSConfig, got {type(tls).__name__}")
+        self._keep = []
+        o = _native.new(_native.ClientOptions)
+        o.target = self._str(target, "target")
+        o.tls = 1 if tls is not None else 0
+        if tls is not None:
+            o.tls_root_ca_file = self._str(tls.root_ca_file, "tls.root_ca_file")
+            o.tls_client_cert_file = self._str(tls.cert_file, "tls.cert_file")
+            o.tls_client_key_file = self._str(tls.key_file, "tls.key_file")
+            o.tls_server_name = self._str(tls.server_name, "tls.server_name")
+        o.token = self._str(token, "token")
+        o.allow_token_without_tls = 1 if allow_token_without_tls else 0
+        o.connect_timeout_ms = _seconds_ms("connect_timeout", connect_timeout)
+        o.rpc_timeout_ms = _seconds_ms("rpc_timeout", rpc_timeout)
+        o.transfer_timeout_ms = _seconds_ms("transfer_timeout", transfer_timeout)
+        for name, value in (("chunk_bytes", chunk_bytes), ("max_message_bytes",
+                                                           max_message_bytes)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value <= 0):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        o.chunk_bytes = chunk_bytes or 0
+        o.max_message_bytes = max_message_bytes or 0
+        self.native = o
+        self.target = target
+
+    def _str(self, value, name):
+        b = _text(value, name)
+        self._keep.append(b)
+        return b
+
+
+class Client:
+    """A connection to the server at `target` ("host:port").
+
+    tls: None (plaintext), True (TLS, gRPC's default roots) or a TLSConfig (CA, client
+      certificate and key for mutual TLS, server name).
+    token: bearer token of the caller's tenant; sent over TLS only, unless
+      allow_token_without_tls and the target is a loopback address.
+    Timeouts in seconds: connecting (UnavailableError after it), each unary call, each
+    transfer. chunk_bytes / max_message_bytes: None keeps the C++ client's 1 MiB / 8 MiB.
+    """
+
+    def __init__(self, target: str = "127.0.0.1:7470", *, tls: Union[None, bool, TLSConfig] = None,
+                 token: Optional[str] = None, allow_token_without_tls: bool = False,
+                 connect_timeout: float = 10.0, rpc_timeout: float = 10.0,
+                 transfer_timeout: float = 120.0, chunk_bytes: Optional[int] = None,
+                 max_message_bytes: Optional[int] = None):
+        self._options = _Options(target, tls, token, allow_token_without_tls, connect_timeout,
+                                 rpc_timeout, transfer_timeout, chunk_bytes, max_message_bytes)
+        lib = _native.lib()
+        ptr = ctypes.c_void_p()
+        _check(lib.leapcache_client_create(ctypes.byref(self._options.native), ctypes.byref(ptr)))
+        self._handle = Handle(ptr.value, lib.leapcache_client_destroy, "Client")
+
+    @classmethod
+    def _borrowed(cls, ptr: int, options: "_Options") -> "Client":
+        """A Client over an engine's own connection (leapcache_engine_client), closed with it."""
+        self = cls.__new__(cls)
+        self._options = options
+        self._handle = Handle(ptr, None, "Client")
+        return self
+
+    # ---- lifetime ----
+
+    @property
+    def target(self) -> str:
+        return self._options.target
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.closed
+
+    def close(self) -> None:
+        """Waits for calls in flight, then closes the connection; later calls raise
+        ClientClosedError. Idempotent."""
+        self._handle.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # interpreter shutdown: the library may be gone already
+                pass
+
+    def __repr__(self) -> str:
+        return f"leapcache.Client({self.target!r}{', closed' if self.closed else ''})"
+
+    # ---- server ----
+
+    def health(self, service: str = "") -> bool:
+        """grpc.health.v1 Check: True iff the server (or `service`) is SERVING."""
+        serving = ctypes.c_int32(0)
+        svc = _text(service, "service")
+        with self._handle.use() as c:
+            _check(_native.lib().leapcache_check_health(c, svc, ctypes.byref(serving)))
+        return bool(serving.value)
+
+    def stats(self) -> Stats:
+        out = _native.new(_native.Stats)
+        with self._handle.use() as c:
+            _check(_native.lib().leapcache_stats_get(c, ctypes.byref(out)))
+        return Stats.from_native(out)
+
+    # ---- namespaces ----
+
+    def register_namespace(self, tenant: str, *, layers: int, heads: int, kind: str = "gdn",
+                           dk: int = 128, dv: int = 128, format: str = "leap8",
+                           p: Optional[int] = None, r: Optional[int] = None,
+                           smoothing: Optional[bool] = None,
+                           flops_per_token: float = 0.0) -> Namespace:
+        """Registers (idempotently) the namespace of a model's linear-attention states:
+        `layers` linear layers of `heads` heads (all tensor-parallel ranks together) of dk x dv
+        states of `kind` ("gdn" or "kda"), stored in `format` ("leap8", "leap6", "leap4",
+        "fp32", "bf16", "fp16", "int-row8", ...); p, r, smoothing override the format's
+        documented settings."""
+        if not isinstance(tenant, str) or not tenant:
+            raise TypeError(f"tenant must be a non-empty str, got {tenant!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be 'gdn' or 'kda', got {kind!r}")
+        for name, value in (("layers", layers), ("heads", heads), ("dk", dk), ("dv", dv)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+        codec, bits = parse_format(format)
+        lib = _native.lib()
+        fmt = _native.StorageFormat()
+        _check(lib.leapcache_format_preset(codec, bits, ctypes.byref(fmt)))
+        for name, value in (("p", p), ("r", r)):
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise TypeError(f"{name} must be an int, got {value!r}")
+                setattr(fmt, name, value)
+        if smoothing is not None:
+            fmt.smoothing = 1 if smoothing else 0
+        tenant_b = tenant.encode("utf-8")
+        spec = _native.new(_native.NamespaceSpec, tenant=tenant_b, linear_layers=layers,
+                           total_heads=heads, dk=dk, dv=dv, kind=KINDS[kind], format=fmt,
+                           flops_per_token=float(flops_per_token))
+        info = _native.new(_native.NamespaceInfo)
+        with self._handle.use() as c:
+            _check(lib.leapcache_register_namespace(c, ctypes.byref(spec), ctypes.byref(info)))
+        return Namespace(id=info.id, tag=info.tag, fingerprint=info.fingerprint.decode(),
+                         blob_bytes=info.blob_bytes, format_label=info.format_label.decode(),
+                         layout_fingerprint=info.layout_fingerprint, tenant=tenant, kind=kind,
+                         layers=layers, heads=heads, dk=dk, dv=dv,
+                         format=StorageFormat.from_native(fmt))
+
+    # ---- lookups ----
+
+    def lookup(self, namespace: Namespace, chain: Sequence[bytes], *, heads=None,
+               max_depth: int = 0, block_tokens: Optional[int] = None) -> LookupResult:
+        """The deepest checkpoint along `chain` (block keys, chain[i] ending block i + 1) that
+        holds `heads` ((begin, end); None: all). max_depth caps the depth (0: whole chain), e.g.
+        at the engine's own attention-KV hit. block_tokens defaults to the keys' own."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        keys = [key_bytes(k, f"chain[{i}]") for i, k in enumerate(chain)]
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
+            raise ValueError(f"max_depth must be an int >= 0, got {max_depth!r}")
+        if block_tokens is None:
+            first = chain[0] if len(chain) else None
+            block_tokens = getattr(first, "block_tokens", None) or 0
+        raw = b"".join(keys)
+        out = _native.new(_native.LookupResult)
+        hr = _checks.head_range(h)
+        with self._handle.use() as c:
+            _check(_native.lib().leapcache_lookup(
+                c, ns.id, raw or None, len(keys), ctypes.byref(hr) if hr else None, max_depth,
+                block_tokens, ctypes.byref(out)))
+        if not out.hit:
+            return LookupResult(hit=False)
+        hit = chain[out.index]
+        key = hit if isinstance(hit, BlockKey) else BlockKey(keys[out.index], out.position.blocks,
+                                                            block_tokens or None)
+        return LookupResult(hit=True, index=out.index, key=key, tokens=out.position.tokens,
+                            blocks=out.position.blocks)
+
+    # ---- gets and puts ----
+
+    def get_into(self, namespace: Namespace, key, out, *, heads=None,
+                 layout: Optional[str] = None) -> CheckpointInfo:
+        """Writes the checkpoint at `key` into `out` (host memory, C-contiguous): uint8
+        [layers, heads, blob_bytes] receives the compact v1 blobs byte-exact; float32 or
+        bfloat16 [layers, heads, dk, dv] (layout "kv", the default) or [layers, heads, dv, dk]
+        ("vk") receives dense states decoded by the service. `heads` (begin, end) reads a head
+        range of every layer. NotFoundError if the key (or a head) is not stored."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        raw = key_bytes(key)
+        info, enc = _checks.states(ns, out, "out", h, layout, writing=True)
+        return self._get(ns, raw, h, enc, info)
+
+    def _get(self, ns, raw, h, enc, info) -> CheckpointInfo:
+        result = _native.new(_native.CheckpointInfo)
+        hr = _checks.head_range(h)
+        with self._handle.use() as c:
+            _check(_native.lib().leapcache_get_into(
+                c, ns.id, raw, ctypes.byref(hr) if hr else None, ctypes.byref(enc), info.ptr,
+                info.nbytes, ctypes.byref(result)))
+        return CheckpointInfo.from_native(result)
+
+    def get(self, namespace: Namespace, key, *, heads=None, dtype: str = "float32",
+            layout: str = "kv"):
+        """The checkpoint at `key` as a new numpy array: dense states of `dtype` ("float32";
+        "uint8" for the compact blobs) in `layout`. Needs numpy."""
+        import numpy as np
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        if dtype == "uint8":
+            out = np.empty(ns.compact_shape(h), dtype=np.uint8)
+            self.get_into(ns, key, out, heads=heads)
+        elif dtype == "float32":
+            out = np.empty(ns.state_shape(h, layout), dtype=np.float32)
+            self.get_into(ns, key, out, heads=heads, layout=layout)
+        else:
+            raise ValueError(f"dtype must be 'float32' or 'uint8' (numpy has no bfloat16; use "
+                             f"get_into with a torch.bfloat16 tensor), got {dtype!r}")
+        return out
+
+    def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
+                 layout: Optional[str] = None, ttl: Optional[float] = None) -> None:
+        """Puts `states` at `key`, the whole two-phase put (a failed put leaves nothing):
+        float32 or bfloat16 dense states ([layers, heads, dk, dv], or [.., dv, dk] with layout
+        "vk"), which the service encodes in the namespace's format, or uint8 compact v1 blobs
+        [layers, heads, blob_bytes]. position (tokens, blocks) defaults to the BlockKey's;
+        `heads` (begin, end) puts a head range of every layer; ttl: seconds from reserve to
+        commit (None: the server's default). AlreadyExistsError if these heads are there."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        target = _checks.put_target(ns, key, position, h, ttl)
+        info, enc = _checks.states(ns, states, "states", h, layout, writing=False)
+        self._put(target, enc, info)
+
+    def _put(self, target, enc, info) -> None:
+        with self._handle.use() as c:
+            _check(_native.lib().leapcache_put_from(c, ctypes.byref(target), ctypes.byref(enc),
+                                                    info.ptr, info.nbytes))
+
+    def batch_get_into(self, namespace: Namespace, keys: Sequence, outs: Sequence, *,
+                       heads=None, layout: Optional[str] = None
+                       ) -> List[Union[CheckpointInfo, LeapcacheError]]:
+        """get_into for each (key, out) pair. Every argument is checked before the first get
+        (TypeError/ValueError, nothing sent); then each item's result is its CheckpointInfo or
+        the LeapcacheError it failed with, in order: one missing key does not stop the rest."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        if len(keys) != len(outs):
+            raise ValueError(f"{len(keys)} keys but {len(outs)} outs")
+        plans = []
+        for i, (k, o) in enumerate(zip(keys, outs)):
+            raw = key_bytes(k, f"keys[{i}]")
+            info, enc = _checks.states(ns, o, f"outs[{i}]", h, layout, writing=True)
+            plans.append((raw, enc, info))
+        results = []
+        for raw, enc, info in plans:
+            try:
+                results.append(self._get(ns, raw, h, enc, info))
+            except LeapcacheError as e:
+                results.append(e)
+        return results
+
+    def batch_put_from(self, namespace: Namespace, keys: Sequence, states: Sequence, *,
+                       positions: Optional[Sequence] = None, heads=None,
+                       layout: Optional[str] = None, ttl: Optional[float] = None
+                       ) -> List[Optional[LeapcacheError]]:
+        """put_from for each (key, states) pair, checked first as batch_get_into; each item's
+        result is None (committed) or the LeapcacheError it failed with."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        if len(keys) != len(states):
+            raise ValueError(f"{len(keys)} keys but {len(states)} states")
+        if positions is not None and len(positions) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(positions)} positions")
+        plans = []
+        for i, (k, s) in enumerate(zip(keys, states)):
+            target = _checks.put_target(ns, k, None if positions is None else positions[i], h,
+                                        ttl)
+            info, enc = _checks.states(ns, s, f"states[{i}]", h, layout, writing=False)
+            plans.append((target, enc, info))
+        results = []
+        for target, enc, info in plans:
+            try:
+                self._put(target, enc, info)
+                results.append(None)
+            except LeapcacheError as e:
+                results.append(e)
+        return results
+
+    # ---- keys ----
+
+    def _key_call(self, fn_name: str, namespace, key) -> None:
+        ns = _checks.namespace(namespace)
+        raw = key_bytes(key)
+        with self._handle.use() as c:
+            _check(getattr(_native.lib(), fn_name)(c, ns.id, raw))
+
+    def delete(self, namespace: Namespace, key) -> None:
+        """Removes the checkpoint at `key`. NotFoundError if there is none."""
+        self._key_call("leapcache_delete", namespace, key)
+
+    def pin(self, namespace: Namespace, key) -> None:
+        """Keeps the checkpoint at `key` from eviction until unpin."""
+        self._key_call("leapcache_pin", namespace, key)
+
+    def unpin(self, namespace: Namespace, key) -> None:
+        self._key_call("leapcache_unpin", namespace, key)
+
+    # ---- data plane ----
+
+    def attach(self, name: str, **kwargs) -> "Engine":
+        """An Engine on this client's target and options: a data-plane session whose transfers
+        move checkpoints straight into and out of registered host or CUDA buffers. Keyword
+        arguments as Engine's (transports, gpu_index, ucx_transports, session_ttl, ...)."""
+        if self.closed:
+            # Same error as any call: the options are still here, but the caller closed us.
+            with self._handle.use():
+                pass
+        from .data_plane import Engine
+        return Engine(self._options, name, **kwargs)

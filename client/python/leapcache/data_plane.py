@@ -1,0 +1,246 @@
+"""Engine: a data-plane session (leapcache/data_plane.h's AttachedEngine). The engine registers
+its buffers (host memory, or CUDA memory in a CUDA build) once; gets and puts then move
+checkpoints straight into and out of them over the transport the service chose (CUDA IPC, NCCL,
+UCX, or inline gRPC behind the same calls).
+
+    with client.attach("vllm-0", transports=("cuda_ipc", "inline"), gpu_index=0) as engine:
+        ns = engine.client.register_namespace(...)   # transfers then carry the namespace's tag
+        slab = engine.register(state_pool)           # a torch CUDA tensor, a numpy array, ...
+        engine.get_into(ns, hit.key, state_pool[3])  # any view inside a registered buffer
+        engine.put_from(ns, chain[-1], state_pool[5])
+
+A view passed to get_into/put_from must lie inside one registered buffer and be C-contiguous;
+the service reads or writes it while the call runs, so leave it untouched until the call returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Union
+
+from . import _checks, _native
+from ._handle import Handle
+from .arrays import inspect
+from .client import Client, _check, _Options, _text
+from .errors import LeapcacheError
+from .hashing import key_bytes
+from .types import TRANSPORTS, CheckpointInfo, Namespace, name_of
+
+_MEMORY = {"cpu": 1, "cuda": 2}
+
+
+def transports_built() -> List[str]:
+    """The transports this build of the library has ("inline" always)."""
+    lib = _native.lib()
+    return [name for name, value in TRANSPORTS.items() if lib.leapcache_transport_built(value)]
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A registered buffer: [ptr, ptr + nbytes) of host ("cpu") or "cuda" memory."""
+
+    id: int
+    ptr: int
+    nbytes: int
+    device: str
+    owner: object  # the registered array, kept alive while registered
+
+    def holds(self, ptr: int, nbytes: int) -> bool:
+        return self.ptr <= ptr and ptr + nbytes <= self.ptr + self.nbytes
+
+
+class Engine:
+    """An attached engine. name: the engine's name (required); transports: offered, by name
+    ("cuda_ipc", "nccl", "ucx", "inline"; None: UCX and inline), the service picks; gpu_index /
+    gpu_uuid: the engine's GPU; ucx_transports: UCX_TLS of its UCX context; session_ttl:
+    seconds of idleness after which the service ends the session (a keepalive runs)."""
+
+    def __init__(self, options: _Options, name: str, *,
+                 transports: Optional[Sequence[str]] = None, gpu_index: int = -1,
+                 gpu_uuid: str = "", host: str = "", pid: int = 0, ucx_transports: str = "",
+                 session_ttl: float = 60.0):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str, got {name!r}")
+        kinds = None
+        if transports is not None:
+            if isinstance(transports, str):
+                transports = (transports,)
+            unknown = [t for t in transports if t not in TRANSPORTS]
+            if unknown or not transports:
+                raise ValueError(f"transports must name some of {sorted(TRANSPORTS)}, got "
+                                 f"{list(transports)!r}")
+            kinds = (ctypes.c_int32 * len(transports))(*[TRANSPORTS[t] for t in transports])
+        if isinstance(session_ttl, bool) or not isinstance(session_ttl, (int, float)) or \
+                session_ttl < 1:
+            raise ValueError(f"session_ttl must be at least 1 second, got {session_ttl!r}")
+        keep = [_text(name, "name"), _text(host, "host"), _text(gpu_uuid, "gpu_uuid"),
+                _text(ucx_transports, "ucx_transports")]
+        a = _native.new(_native.AttachOptions, name=keep[0], host=keep[1], pid=pid,
+                        gpu_uuid=keep[2], gpu_index=gpu_index, ucx_transports=keep[3],
+                        session_ttl_ms=int(session_ttl * 1000))
+        if kinds is not None:
+            a.transports = ctypes.cast(kinds, ctypes.POINTER(ctypes.c_int32))
+            a.n_transports = len(kinds)
+        lib = _native.lib()
+        ptr = ctypes.c_void_p()
+        _check(lib.leapcache_engine_attach(ctypes.byref(options.native), ctypes.byref(a),
+                                           ctypes.byref(ptr)))
+        self._handle = Handle(ptr.value, lib.leapcache_engine_destroy, "Engine")
+        self.name = name
+        self.transport = name_of("transport", lib.leapcache_engine_transport(ptr.value))
+        self.session_id = lib.leapcache_engine_session_id(ptr.value)
+        # The engine's own connection: namespaces registered through it carry their tag in
+        # the engine's transfers.
+        self.client = Client._borrowed(lib.leapcache_engine_client(ptr.value), options)
+        self._buffers: Dict[int, Buffer] = {}
+
+    # ---- lifetime ----
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.closed
+
+    def detach(self) -> None:
+        """Ends the session now (registrations too); later transfers raise. close() frees."""
+        with self._handle.use() as e:
+            _check(_native.lib().leapcache_engine_detach(e))
+        self._buffers.clear()
+
+    def close(self) -> None:
+        """Detaches and frees the engine and its client; waits for calls in flight."""
+        self.client.close()
+        self._handle.close()
+        self._buffers.clear()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- buffers ----
+
+    def register(self, array) -> Buffer:
+        """Registers the whole of `array` (C-contiguous host or CUDA memory) for transfers.
+        The Buffer keeps the array alive until release() or close()."""
+        info = inspect(array, "array")
+        if not info.contiguous:
+            raise ValueError("array is not C-contiguous: register the contiguous slab that "
+                             "holds the states")
+        if info.nbytes == 0:
+            raise ValueError("array is empty")
+        buffer_id = ctypes.c_uint64(0)
+        with self._handle.use() as e:
+            _check(_native.lib().leapcache_engine_register_buffer(
+                e, info.ptr, info.nbytes, _MEMORY[info.device], ctypes.byref(buffer_id)))
+        b = Buffer(id=buffer_id.value, ptr=info.ptr, nbytes=info.nbytes, device=info.device,
+                   owner=array)
+        self._buffers[b.id] = b
+        return b
+
+    def release(self, buffer: Buffer) -> None:
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"buffer must be a Buffer from register, got {type(buffer).__name__}")
+        with self._handle.use() as e:
+            _check(_native.lib().leapcache_engine_release_buffer(e, buffer.id))
+        self._buffers.pop(buffer.id, None)
+
+    def _locate(self, info, what: str):
+        """(buffer id, offset) of the registered buffer holding the array's bytes."""
+        for b in list(self._buffers.values()):
+            if b.device == info.device and b.holds(info.ptr, info.nbytes):
+                return b.id, info.ptr - b.ptr
+        raise ValueError(f"{what} is not inside a registered buffer: register() the memory "
+                         "that holds it first")
+
+    # ---- transfers ----
+
+    def get_into(self, namespace: Namespace, key, out, *, heads=None,
+                 layout: Optional[str] = None) -> CheckpointInfo:
+        """As Client.get_into, with `out` inside a registered buffer (host or CUDA)."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        raw = key_bytes(key)
+        info, enc = _checks.states(ns, out, "out", h, layout, writing=True, device=None)
+        buffer_id, offset = self._locate(info, "out")
+        return self._get(ns, raw, h, enc, buffer_id, offset)
+
+    def _get(self, ns, raw, h, enc, buffer_id, offset) -> CheckpointInfo:
+        result = _native.new(_native.CheckpointInfo)
+        hr = _checks.head_range(h)
+        with self._handle.use() as e:
+            _check(_native.lib().leapcache_engine_get_into(
+                e, ns.id, raw, ctypes.byref(hr) if hr else None, ctypes.byref(enc), buffer_id,
+                offset, ctypes.byref(result)))
+        return CheckpointInfo.from_native(result)
+
+    def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
+                 layout: Optional[str] = None, ttl: Optional[float] = None) -> None:
+        """As Client.put_from, with `states` inside a registered buffer (host or CUDA)."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        target = _checks.put_target(ns, key, position, h, ttl)
+        info, enc = _checks.states(ns, states, "states", h, layout, writing=False, device=None)
+        buffer_id, offset = self._locate(info, "states")
+        self._put(target, enc, buffer_id, offset, info.nbytes)
+
+    def _put(self, target, enc, buffer_id, offset, length) -> None:
+        with self._handle.use() as e:
+            _check(_native.lib().leapcache_engine_put_from(
+                e, ctypes.byref(target), ctypes.byref(enc), buffer_id, offset, length))
+
+    def batch_get_into(self, namespace: Namespace, keys: Sequence, outs: Sequence, *,
+                       heads=None, layout: Optional[str] = None
+                       ) -> List[Union[CheckpointInfo, LeapcacheError]]:
+        """As Client.batch_get_into, over the data plane."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        if len(keys) != len(outs):
+            raise ValueError(f"{len(keys)} keys but {len(outs)} outs")
+        plans = []
+        for i, (k, o) in enumerate(zip(keys, outs)):
+            raw = key_bytes(k, f"keys[{i}]")
+            info, enc = _checks.states(ns, o, f"outs[{i}]", h, layout, writing=True,
+                                       device=None)
+            plans.append((raw, enc) + self._locate(info, f"outs[{i}]"))
+        results = []
+        for raw, enc, buffer_id, offset in plans:
+            try:
+                results.append(self._get(ns, raw, h, enc, buffer_id, offset))
+            except LeapcacheError as err:
+                results.append(err)
+        return results
+
+    def batch_put_from(self, namespace: Namespace, keys: Sequence, states: Sequence, *,
+                       positions: Optional[Sequence] = None, heads=None,
+                       layout: Optional[str] = None, ttl: Optional[float] = None
+                       ) -> List[Optional[LeapcacheError]]:
+        """As Client.batch_put_from, over the data plane."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        if len(keys) != len(states):
+            raise ValueError(f"{len(keys)} keys but {len(states)} states")
+        if positions is not None and len(positions) != len(keys):
+            raise ValueError(f"{len(keys)} keys but {len(positions)} positions")
+        plans = []
+        for i, (k, s) in enumerate(zip(keys, states)):
+            target = _checks.put_target(ns, k, None if positions is None else positions[i], h,
+                                        ttl)
+            info, enc = _checks.states(ns, s, f"states[{i}]", h, layout, writing=False,
+                                       device=None)
+            plans.append((target, enc) + self._locate(info, f"states[{i}]") + (info.nbytes,))
+        results = []
+        for target, enc, buffer_id, offset, length in plans:
+            try:
+                self._put(target, enc, buffer_id, offset, length)
+                results.append(None)
+            except LeapcacheError as err:
+                results.append(err)
+        return results

@@ -24,6 +24,11 @@ class Handle:
     def closed(self) -> bool:
         return self._closed
 
+    def check_open(self) -> None:
+        """ClientClosedError once close() has begun."""
+        if self._closed:
+            raise ClientClosedError(f"this {self._what} is closed")
+
     @contextmanager
     def use(self):
         """The pointer, for one call; ClientClosedError once close() has begun."""

@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence, Union
 
 from . import _checks, _native
 from ._handle import Handle
-from .errors import LeapcacheError, error_for
+from .errors import ClientClosedError, LeapcacheError, error_for
 from .hashing import BlockKey, key_bytes
 from .types import (KINDS, CheckpointInfo, LookupResult, Namespace, StorageFormat, Stats,
                     TLSConfig, parse_format)
@@ -321,9 +321,12 @@ class Client:
             info, enc = _checks.states(ns, o, f"outs[{i}]", h, layout, writing=True)
             plans.append((raw, enc, info))
         results = []
+        self._handle.check_open()
         for raw, enc, info in plans:
             try:
                 results.append(self._get(ns, raw, h, enc, info))
+            except ClientClosedError:
+                raise  # the whole batch, not an item, failed
             except LeapcacheError as e:
                 results.append(e)
         return results
@@ -347,10 +350,13 @@ class Client:
             info, enc = _checks.states(ns, s, f"states[{i}]", h, layout, writing=False)
             plans.append((target, enc, info))
         results = []
+        self._handle.check_open()
         for target, enc, info in plans:
             try:
                 self._put(target, enc, info)
                 results.append(None)
+            except ClientClosedError:
+                raise  # the whole batch, not an item, failed
             except LeapcacheError as e:
                 results.append(e)
         return results

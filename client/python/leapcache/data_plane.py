@@ -23,7 +23,7 @@ from . import _checks, _native
 from ._handle import Handle
 from .arrays import inspect
 from .client import Client, _check, _Options, _text
-from .errors import LeapcacheError
+from .errors import ClientClosedError, LeapcacheError
 from .hashing import key_bytes
 from .types import TRANSPORTS, CheckpointInfo, Namespace, name_of
 
@@ -211,9 +211,12 @@ class Engine:
                                        device=None)
             plans.append((raw, enc) + self._locate(info, f"outs[{i}]"))
         results = []
+        self._handle.check_open()
         for raw, enc, buffer_id, offset in plans:
             try:
                 results.append(self._get(ns, raw, h, enc, buffer_id, offset))
+            except ClientClosedError:
+                raise  # the whole batch, not an item, failed
             except LeapcacheError as err:
                 results.append(err)
         return results
@@ -237,10 +240,13 @@ class Engine:
                                        device=None)
             plans.append((target, enc) + self._locate(info, f"states[{i}]") + (info.nbytes,))
         results = []
+        self._handle.check_open()
         for target, enc, buffer_id, offset, length in plans:
             try:
                 self._put(target, enc, buffer_id, offset, length)
                 results.append(None)
+            except ClientClosedError:
+                raise  # the whole batch, not an item, failed
             except LeapcacheError as err:
                 results.append(err)
         return results

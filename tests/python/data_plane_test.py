@@ -1,0 +1,108 @@
+"""The data plane from Python: an Engine attached over inline gRPC (and UCX over TCP where the
+library has it), checkpoints moved into and out of views of registered host buffers, the checks
+that keep a transfer inside them, and closing."""
+
+import numpy as np
+import pytest
+import torch
+
+import leapcache
+from conftest import register
+
+TRANSPORTS = [t for t in ("inline", "ucx") if t in leapcache.transports_built()]
+
+
+def attach(client, transport, name):
+    kwargs = {"ucx_transports": "tcp"} if transport == "ucx" else {}
+    return client.attach(name, transports=(transport,), **kwargs)
+
+
+def test_inline_is_always_built():
+    assert "inline" in leapcache.transports_built()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_round_trip_through_registered_views(client, tenant, transport):
+    with attach(client, transport, f"engine-{transport}") as engine:
+        assert engine.transport == transport and engine.session_id > 0
+        # Registered through the engine's own client: its transfers carry the namespace's tag.
+        ns = register(engine.client, tenant)
+        chain = leapcache.chain_hashes(list(range(16 * 3)), 16, salt=tenant)
+        rng = np.random.default_rng(3)
+        states = rng.standard_normal(ns.state_shape()).astype(np.float32)
+        slab = np.zeros((3,) + ns.state_shape(), np.float32)  # three state slots
+        engine.register(slab)
+        slab[0] = states
+        engine.put_from(ns, chain[0], slab[0])
+        info = engine.get_into(ns, chain[0], slab[2])
+        assert slab[2].tobytes() == states.tobytes() and np.all(slab[1] == 0)
+        assert info.total_bytes == states.nbytes and info.blocks == 1
+        if transport != "inline":
+            assert info.crc32c == leapcache.crc32c(states.tobytes())
+        # Compact blobs and a torch tensor of bfloat16, in buffers of their own.
+        blobs = torch.zeros(ns.compact_shape(), dtype=torch.uint8)
+        engine.register(blobs)
+        engine.get_into(ns, chain[0], blobs)
+        assert blobs.numpy().tobytes() == client.get(ns, chain[0], dtype="uint8").tobytes()
+        engine.put_from(ns, chain[1], blobs)
+        bf16 = torch.zeros(ns.state_shape(), dtype=torch.bfloat16)
+        engine.register(bf16)
+        engine.get_into(ns, chain[1], bf16)
+        assert torch.equal(bf16, torch.from_numpy(states).to(torch.bfloat16))
+        # Batches and what the plain client sees of them.
+        results = engine.batch_get_into(ns, [chain[0], chain[2]], [slab[1], slab[2]])
+        assert isinstance(results[1], leapcache.NotFoundError)
+        assert np.array_equal(slab[1], states)
+        assert engine.batch_put_from(ns, [chain[2]], [slab[1]]) == [None]
+        assert client.lookup(ns, chain).index == 2
+
+
+def test_transfer_checks(client, tenant):
+    with client.attach("checks", transports=("inline",)) as engine:
+        ns = register(engine.client, tenant)
+        chain = leapcache.chain_hashes(list(range(16)), 16, salt=tenant)
+        slab = np.zeros((2,) + ns.state_shape(), np.float32)
+        buf = engine.register(slab)
+        before = client.stats()
+        with pytest.raises(ValueError, match="registered"):
+            engine.put_from(ns, chain[0], np.zeros(ns.state_shape(), np.float32))
+        with pytest.raises(ValueError, match="C-contiguous"):
+            engine.register(slab.transpose(0, 1, 2, 4, 3))
+        with pytest.raises(ValueError, match="shape"):
+            engine.get_into(ns, chain[0], slab)
+        with pytest.raises(TypeError):
+            engine.register([1, 2, 3])
+        after = client.stats()
+        assert (after.puts_reserved, after.gets) == (before.puts_reserved, before.gets)
+        engine.release(buf)
+        with pytest.raises(ValueError, match="registered"):
+            engine.get_into(ns, chain[0], slab[0])
+        with pytest.raises(leapcache.NotFoundError):
+            engine.release(buf)
+        # Memory that claims to be CUDA but is not: refused by the library, nothing registered.
+        class Fake:
+            __cuda_array_interface__ = {"shape": (64,), "typestr": "|u1",
+                                        "data": (slab.ctypes.data, False), "version": 3}
+        with pytest.raises((leapcache.InvalidArgumentError, leapcache.FailedPreconditionError)):
+            engine.register(Fake())
+
+
+def test_attach_arguments_and_close(client):
+    for kwargs, error in [(dict(transports=("carrier-pigeon",)), ValueError),
+                          (dict(transports=()), ValueError), (dict(session_ttl=0.5), ValueError)]:
+        with pytest.raises(error):
+            client.attach("bad", **kwargs)
+    with pytest.raises(TypeError):
+        client.attach("")
+    engine = client.attach("closing", transports=("inline",))
+    engine_client = engine.client
+    engine.detach()
+    with pytest.raises(leapcache.FailedPreconditionError):
+        engine.register(np.zeros(16, np.uint8))
+    engine.close()
+    engine.close()
+    with pytest.raises(leapcache.ClientClosedError):
+        engine_client.health()
+    with pytest.raises(leapcache.ClientClosedError):
+        engine.register(np.zeros(16, np.uint8))
+    assert client.health()  # the Client it came from is untouched

@@ -12,16 +12,38 @@
 #include "absl/strings/str_cat.h"
 #include "base/cuda_status.h"
 #include "base/status_macros.h"
+#include "transport/cuda_ipc/cuda_ipc_key.h"
 #include "transport/device/copy_batch_kernel.h"
 
 namespace leapcache::transport {
 namespace {
 
-// The key: the allocation's IPC handle, then the buffer's offset in the allocation.
-struct IpcKey {
-  cudaIpcMemHandle_t handle;
-  uint64_t offset;
+static_assert(sizeof(cudaIpcMemHandle_t) == kCudaIpcHandleBytes);
+
+// The allocation that holds `ptr` (its base and size), by the driver's cuMemGetAddressRange,
+// reached through the runtime so that nothing links libcuda itself (binaries must load on
+// machines without a driver).
+struct Allocation {
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
 };
+absl::StatusOr<Allocation> AllocationOf(const void* ptr) {
+  using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("the CUDA driver has no cuMemGetAddressRange");
+  }
+  Allocation a;
+  if (reinterpret_cast<GetAddressRange>(fn)(&a.base, &a.bytes,
+                                            reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError("buffer is not device memory of this process");
+  }
+  return a;
+}
 
 class CudaIpcRegistration final : public Registration {
  public:
@@ -60,23 +82,35 @@ class CudaIpcConnection final : public PeerConnection {
   absl::StatusOr<std::unique_ptr<RemoteRegion>> Import(const BufferDescriptor& d) override {
     LC_RETURN_IF_ERROR(
         ValidateDescriptor(d, TransportKind::kCudaIpc, {false, CudaAccess::kDirect}));
-    if (d.key.size() != sizeof(IpcKey)) {
-      return absl::InvalidArgumentError(absl::StrCat("buffer.remote_key is ", d.key.size(),
-                                                     " bytes, a CUDA IPC key is ", sizeof(IpcKey)));
-    }
+    LC_ASSIGN_OR_RETURN(const CudaIpcKey key, ParseCudaIpcKey(d.key));
+    // Before mapping too: a range no allocation could hold costs no driver call.
+    LC_RETURN_IF_ERROR(CheckCudaIpcRange(key.offset, d.bytes, UINT64_MAX));
     LC_RETURN_IF_ERROR(health());
-    IpcKey key;
-    std::memcpy(&key, d.key.data(), sizeof(key));
+    cudaIpcMemHandle_t handle;
+    std::memcpy(&handle, key.handle.data(), sizeof(handle));
     // Mapped in the service's device's context, where its device-memory ops run.
     if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
       return LC_CUDA_STATUS(e, "cudaSetDevice");
     }
     void* base = nullptr;
-    if (cudaError_t e = cudaIpcOpenMemHandle(&base, key.handle, cudaIpcMemLazyEnablePeerAccess);
+    if (cudaError_t e = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
         e != cudaSuccess) {
       cudaGetLastError();
       return absl::InvalidArgumentError(
           absl::StrCat("buffer.remote_key: cudaIpcOpenMemHandle: ", cudaGetErrorString(e)));
+    }
+    // The handle maps the engine's whole allocation at `base`; the offset and the byte count
+    // are the engine's word, and the copies run in this process's context: a range past the
+    // mapping would reach the service's own device memory.
+    absl::StatusOr<Allocation> mapped = AllocationOf(base);
+    absl::Status inside = mapped.status();
+    if (inside.ok() && mapped->base != reinterpret_cast<CUdeviceptr>(base)) {
+      inside = absl::InternalError("cudaIpcOpenMemHandle mapped no allocation's start");
+    }
+    if (inside.ok()) inside = CheckCudaIpcRange(key.offset, d.bytes, mapped->bytes);
+    if (!inside.ok()) {
+      cudaIpcCloseMemHandle(base);
+      return inside;
     }
     return std::unique_ptr<RemoteRegion>(
         new CudaIpcRegion(base, static_cast<uint8_t*>(base) + key.offset, d));
@@ -212,41 +246,22 @@ class CudaIpcConnection final : public PeerConnection {
 absl::StatusOr<std::unique_ptr<Registration>> ExportCudaIpc(void* ptr, size_t bytes) {
   if (ptr == nullptr) return absl::InvalidArgumentError("buffer pointer is null");
   if (bytes == 0) return absl::InvalidArgumentError("buffer bytes is 0");
-  // The driver's cuMemGetAddressRange, reached through the runtime so that nothing links
-  // libcuda itself (binaries must load on machines without a driver).
-  using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
-                                       &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || fn == nullptr) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError("the CUDA driver has no cuMemGetAddressRange");
-  }
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (CUresult r =
-          reinterpret_cast<GetAddressRange>(fn)(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
-      r != CUDA_SUCCESS) {
-    return absl::InvalidArgumentError("buffer is not device memory of this process");
-  }
-  const uint64_t offset = reinterpret_cast<CUdeviceptr>(ptr) - base;
-  if (bytes > size - offset) {
-    return absl::InvalidArgumentError(absl::StrCat("buffer [", offset, ", ", offset + bytes,
-                                                   ") leaves its ", size, "-byte allocation"));
-  }
-  IpcKey key{};
-  if (cudaError_t e = cudaIpcGetMemHandle(&key.handle, reinterpret_cast<void*>(base));
+  LC_ASSIGN_OR_RETURN(const Allocation a, AllocationOf(ptr));
+  CudaIpcKey key;
+  key.offset = reinterpret_cast<CUdeviceptr>(ptr) - a.base;
+  LC_RETURN_IF_ERROR(CheckCudaIpcRange(key.offset, bytes, a.bytes));
+  cudaIpcMemHandle_t handle;
+  if (cudaError_t e = cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(a.base));
       e != cudaSuccess) {
     return LC_CUDA_STATUS(e, "cudaIpcGetMemHandle");
   }
-  key.offset = offset;
+  std::memcpy(key.handle.data(), &handle, sizeof(handle));
   BufferDescriptor d;
   d.transport = TransportKind::kCudaIpc;
   d.memory = MemoryKind::kCuda;
   d.address = reinterpret_cast<uint64_t>(ptr);
   d.bytes = bytes;
-  d.key.assign(reinterpret_cast<const char*>(&key), sizeof(key));
+  d.key = SerializeCudaIpcKey(key);
   return std::unique_ptr<Registration>(new CudaIpcRegistration(std::move(d)));
 }
 

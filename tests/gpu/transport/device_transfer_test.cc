@@ -7,18 +7,24 @@
 // fallback. Every byte is checked after copying the device buffer back. Dense gets decoded by the
 // server's decode kernel are checked against the reference decode.
 #include <cuda_runtime_api.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gpu/half.h"
 #include "leapcache/data_plane.h"
+#include "leapcache/v1/data_plane.grpc.pb.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/service_fixture.h"
+#include "transport/cuda_ipc/cuda_ipc_key.h"
+#include "transport/device/device_memory.h"
 
 namespace leapcache::testing {
 namespace {
@@ -190,6 +196,71 @@ TEST_P(DeviceTransferTest, CudaIpcSessionsTakeDeviceBuffersOnly) {
   EXPECT_EQ(
       (*engine)->GetInto({ns.id, TestHash(9), {}, std::nullopt}, *id, 65536 - 8).status().code(),
       absl::StatusCode::kOutOfRange);
+}
+
+// An engine's CUDA IPC key carries an offset and its descriptor a byte count, both the engine's
+// word. The service maps the whole allocation and copies in its own device context, so a range
+// past the allocation's end would reach the service's own device memory (its GPU tier): such a
+// key is refused at RegisterBuffer, with the real handle of a real 1 MiB allocation.
+TEST_P(DeviceTransferTest, CudaIpcRangesPastTheAllocationAreRefused) {
+  if (GetParam() != Transport::kCudaIpc) GTEST_SKIP() << "cuda_ipc only";
+  auto stub = v1::DataPlane::NewStub(
+      grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  v1::AttachRequest attach;
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  attach.mutable_identity()->set_name("forged-ipc-engine");
+  attach.mutable_identity()->set_host(host);
+  attach.mutable_identity()->set_pid(static_cast<uint32_t>(getpid()));
+  attach.mutable_identity()->set_gpu_index(EngineGpu());
+  absl::StatusOr<std::string> uuid = transport::CudaDeviceUuid(EngineGpu());
+  ASSERT_TRUE(uuid.ok()) << uuid.status();
+  attach.mutable_identity()->set_gpu_uuid(*uuid);
+  v1::TransportOffer* offer = attach.add_offers();
+  offer->set_kind(v1::TRANSPORT_KIND_CUDA_IPC);
+  offer->set_cuda_memory(true);
+  v1::AttachResponse attached;
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status st = stub->Attach(&ctx, attach, &attached);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_EQ(attached.transport(), v1::TRANSPORT_KIND_CUDA_IPC);
+  }
+  constexpr size_t kAllocation = 1 << 20;
+  DeviceBuffer buffer(kAllocation);
+  cudaIpcMemHandle_t handle;
+  ASSERT_EQ(cudaIpcGetMemHandle(&handle, buffer.get()), cudaSuccess);
+  auto register_range = [&](uint64_t offset, uint64_t bytes) {
+    transport::CudaIpcKey key;
+    std::memcpy(key.handle.data(), &handle, sizeof(handle));
+    key.offset = offset;
+    v1::RegisterBufferRequest req;
+    req.set_session_id(attached.session_id());
+    v1::BufferDescriptor* d = req.mutable_buffer();
+    d->set_transport(v1::TRANSPORT_KIND_CUDA_IPC);
+    d->set_memory(v1::MEMORY_KIND_CUDA);
+    d->set_address(reinterpret_cast<uint64_t>(buffer.get()) + offset);
+    d->set_bytes(bytes);
+    d->set_remote_key(transport::SerializeCudaIpcKey(key));
+    v1::RegisterBufferResponse response;
+    grpc::ClientContext ctx;
+    return stub->RegisterBuffer(&ctx, req, &response);
+  };
+  // The whole allocation and its last byte are its own.
+  EXPECT_TRUE(register_range(0, kAllocation).ok());
+  EXPECT_TRUE(register_range(kAllocation - 1, 1).ok());
+  // One byte past, far past, and an offset whose sum with the byte count wraps around.
+  for (const auto& [offset, bytes] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, kAllocation + 1},
+           {kAllocation - 4096, 65536},
+           {kAllocation, 1},
+           {64ull << 30, 4096},
+           {UINT64_MAX - 10, 4096}}) {
+    const grpc::Status st = register_range(offset, bytes);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << offset << " +" << bytes << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("leaves"), std::string::npos) << st.error_message();
+  }
 }
 
 // The server's own choice of dense-get decoder on a GPU: the decode kernel. Both ways to read a

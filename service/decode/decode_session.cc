@@ -79,6 +79,19 @@ DecodeSession::DecodeSession(const SessionInfo& info, std::unique_ptr<DecodeBack
       backend_(std::move(backend)),
       last_used_ns_(absl::ToUnixNanos(absl::Now())) {}
 
+void DecodeSession::End() {
+  std::unique_ptr<DecodeBackend> ended;  // freed outside the lock
+  base::WriterLock lock(&mu_);
+  ended = std::move(backend_);
+}
+
+absl::Status DecodeSession::CheckOpen() const {
+  if (backend_ == nullptr) {
+    return absl::NotFoundError(absl::StrCat("decode session ", info_.id, " has ended"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecodeSession::CheckSlot(int slot) const {
   if (slot < 0 || slot >= info_.shape.slots) {
     return absl::InvalidArgumentError(
@@ -137,6 +150,7 @@ absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
   LC_RETURN_IF_ERROR(CheckStep(in, out));
   Touch();
   base::WriterLock lock(&mu_);
+  LC_RETURN_IF_ERROR(CheckOpen());
   LC_RETURN_IF_ERROR(backend_->Step(in, out));
   ++steps_;
   request_steps_ += static_cast<uint64_t>(
@@ -148,6 +162,7 @@ absl::Status DecodeSession::Reset(int slot) {
   LC_RETURN_IF_ERROR(CheckSlot(slot));
   Touch();
   base::WriterLock lock(&mu_);
+  LC_RETURN_IF_ERROR(CheckOpen());
   return backend_->Reset(slot);
 }
 
@@ -173,6 +188,7 @@ absl::StatusOr<core::Position> DecodeSession::Load(int slot, const core::BlockHa
   }
   Touch();
   base::WriterLock lock(&mu_);
+  LC_RETURN_IF_ERROR(CheckOpen());
   LC_RETURN_IF_ERROR(backend_->Load(slot, blobs));
   return lease.position();
 }
@@ -184,6 +200,7 @@ absl::Status DecodeSession::Commit(int slot, const core::BlockHash& hash,
   {
     Touch();
     base::WriterLock lock(&mu_);
+    LC_RETURN_IF_ERROR(CheckOpen());
     LC_ASSIGN_OR_RETURN(blobs, backend_->Export(slot));
   }
   core::PutRequest put;

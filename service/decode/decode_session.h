@@ -52,6 +52,12 @@ class DecodeSession {
   // The store's Reserve/Commit errors (ALREADY_EXISTS, RESOURCE_EXHAUSTED, ...) pass through.
   absl::Status Commit(int slot, const core::BlockHash& hash, const core::Position& position);
 
+  // Frees the live states now and makes every later call NOT_FOUND. The table calls it when it
+  // closes or reaps the session: a Step stream may still hold the session, and neither its
+  // memory (which the table no longer counts) nor its use may outlive the close. Waits for a
+  // call in progress.
+  void End();
+
   // For the session table's idle reaping and stats.
   absl::Time last_used() const;
   uint64_t steps() const;          // layer steps run
@@ -61,11 +67,13 @@ class DecodeSession {
   absl::Status CheckSlot(int slot) const;
   absl::Status CheckStep(const LayerStep& in, const LayerOutput& out) const;
   void Touch();
+  // NOT_FOUND once End() ran.
+  absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const SessionInfo info_;
   core::CheckpointStore* const store_;
   mutable absl::Mutex mu_;
-  std::unique_ptr<DecodeBackend> backend_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<DecodeBackend> backend_ ABSL_GUARDED_BY(mu_);  // null once ended
   // Atomic, not under mu_: the reaper reads it while a long step holds mu_.
   std::atomic<int64_t> last_used_ns_;
   std::atomic<uint64_t> steps_{0};

@@ -150,38 +150,44 @@ absl::StatusOr<std::shared_ptr<DecodeSession>> DecodeSessionTable::Find(SessionI
 }
 
 absl::Status DecodeSessionTable::Close(SessionId id) {
-  std::shared_ptr<DecodeSession> closed;  // destroyed (states freed) outside the lock
-  base::WriterLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("no decode session ", id));
+  std::shared_ptr<DecodeSession> closed;  // ended (states freed) outside the lock
+  {
+    base::WriterLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("no decode session ", id));
+    }
+    closed = std::move(it->second);
+    sessions_.erase(it);
+    ForgetTenantLocked(id);
+    reserved_bytes_ -= closed->info().state_bytes;
+    stats_.steps += closed->steps();
+    stats_.request_steps += closed->request_steps();
+    ++stats_.closed;
   }
-  closed = std::move(it->second);
-  sessions_.erase(it);
-  ForgetTenantLocked(id);
-  reserved_bytes_ -= closed->info().state_bytes;
-  stats_.steps += closed->steps();
-  stats_.request_steps += closed->request_steps();
-  ++stats_.closed;
+  closed->End();
   return absl::OkStatus();
 }
 
 size_t DecodeSessionTable::Reap(absl::Time now) {
-  std::vector<std::shared_ptr<DecodeSession>> reaped;
-  base::WriterLock lock(&mu_);
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second->last_used() + options_.idle_timeout < now) {
-      reserved_bytes_ -= it->second->info().state_bytes;
-      stats_.steps += it->second->steps();
-      stats_.request_steps += it->second->request_steps();
-      reaped.push_back(std::move(it->second));
-      ForgetTenantLocked(it->first);
-      sessions_.erase(it++);
-    } else {
-      ++it;
+  std::vector<std::shared_ptr<DecodeSession>> reaped;  // ended outside the lock
+  {
+    base::WriterLock lock(&mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second->last_used() + options_.idle_timeout < now) {
+        reserved_bytes_ -= it->second->info().state_bytes;
+        stats_.steps += it->second->steps();
+        stats_.request_steps += it->second->request_steps();
+        reaped.push_back(std::move(it->second));
+        ForgetTenantLocked(it->first);
+        sessions_.erase(it++);
+      } else {
+        ++it;
+      }
     }
+    stats_.reaped += reaped.size();
   }
-  stats_.reaped += reaped.size();
+  for (const std::shared_ptr<DecodeSession>& s : reaped) s->End();
   return reaped.size();
 }
 

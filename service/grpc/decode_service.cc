@@ -143,8 +143,7 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
                                               const v1::StepRequest& request,
                                               decode::DecodeSession& session,
                                               decode::WireDType in_dtype,
-                                              decode::WireDType out_dtype,
-                                              std::span<const int32_t> slot, StepScratch* scratch) {
+                                              decode::WireDType out_dtype, StepStream* stream) {
   if (data_plane_ == nullptr) {
     return absl::FailedPreconditionError("this server has no data plane for decode steps");
   }
@@ -155,28 +154,24 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
         "plane)");
   }
   const decode::DecodeShape& shape = session.info().shape;
-  // Each slot appears at most once in a batch: bounding B bounds the staging memory.
-  if (slot.empty() || slot.size() > static_cast<size_t>(shape.slots)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slot holds ", slot.size(), " entries; a batch has 1..", shape.slots));
-  }
+  const std::span<const int32_t> slot = stream->slot;
   const size_t bh = slot.size() * static_cast<size_t>(shape.heads);
   const size_t qk_bytes = bh * shape.spec.dk * decode::WireBytes(in_dtype);
   const size_t v_bytes = bh * shape.spec.dv * decode::WireBytes(in_dtype);
   const size_t g_count = bh * static_cast<size_t>(shape.gate_size());
-  scratch->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
-  scratch->out.resize(bh * shape.spec.dv * decode::WireBytes(out_dtype));
+  stream->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
+  stream->out.resize(bh * shape.spec.dv * decode::WireBytes(out_dtype));
   const v1::StepBuffers& b = request.buffers();
   LC_ASSIGN_OR_RETURN(const std::string caller, auth_->Caller(context));
   return data_plane_->Step(
       DataPlaneCallOf(context, caller), b.data_plane_session_id(), b.buffer_id(), b.input_offset(),
-      scratch->in, b.output_offset(), scratch->out, [&]() -> absl::Status {
-        const uint8_t* p = scratch->in.data();
+      stream->in, b.output_offset(), stream->out, [&]() -> absl::Status {
+        const uint8_t* p = stream->in.data();
         // g and beta are copied out: the packed buffer gives them no float alignment.
-        scratch->g.resize(g_count);
-        scratch->beta.resize(bh);
-        std::memcpy(scratch->g.data(), p + 2 * qk_bytes + v_bytes, g_count * sizeof(float));
-        std::memcpy(scratch->beta.data(), p + 2 * qk_bytes + v_bytes + g_count * sizeof(float),
+        stream->g.resize(g_count);
+        stream->beta.resize(bh);
+        std::memcpy(stream->g.data(), p + 2 * qk_bytes + v_bytes, g_count * sizeof(float));
+        std::memcpy(stream->beta.data(), p + 2 * qk_bytes + v_bytes + g_count * sizeof(float),
                     bh * sizeof(float));
         const decode::LayerStep in{ToInt(request.layer()),
                                    slot,
@@ -184,10 +179,49 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
                                    {p, qk_bytes},
                                    {p + qk_bytes, qk_bytes},
                                    {p + 2 * qk_bytes, v_bytes},
-                                   scratch->g,
-                                   scratch->beta};
-        return session.Step(in, {out_dtype, scratch->out});
+                                   stream->g,
+                                   stream->beta};
+        return session.Step(in, {out_dtype, stream->out});
       });
+}
+
+absl::Status DecodeService::StepOnce(const grpc::ServerContext& context,
+                                     const v1::StepRequest& request, StepStream* stream,
+                                     v1::StepResponse* response) {
+  if (stream->session == nullptr || stream->session->info().id != request.session_id()) {
+    stream->session = nullptr;
+    LC_ASSIGN_OR_RETURN(stream->session, FindAuthorized(context, request.session_id()));
+  }
+  decode::DecodeSession& session = *stream->session;
+  LC_ASSIGN_OR_RETURN(const decode::WireDType in_dtype, WireDTypeFromProto(request.dtype(), "dtype"));
+  absl::StatusOr<decode::WireDType> out_dtype =
+      request.out_dtype() == v1::DTYPE_UNSPECIFIED
+          ? decode::WireDType::kFp32
+          : WireDTypeFromProto(request.out_dtype(), "out_dtype");
+  LC_RETURN_IF_ERROR(out_dtype.status());
+  const decode::DecodeShape& shape = session.info().shape;
+  // Every size below is a multiple of the batch: bound it before anything is sized by it (a
+  // message of a few MiB of slot entries would otherwise ask for terabytes of output). Each
+  // slot appears at most once in a batch (the session checks), so B <= slots.
+  if (request.slot().empty() || request.slot_size() > shape.slots) {
+    return absl::InvalidArgumentError(absl::StrCat("slot holds ", request.slot_size(),
+                                                   " entries; a batch has 1..", shape.slots));
+  }
+  stream->slot.assign(request.slot().begin(), request.slot().end());
+  response->clear_o();
+  if (request.has_buffers()) {
+    return StepOverDataPlane(context, request, session, in_dtype, *out_dtype, stream);
+  }
+  LC_RETURN_IF_ERROR(Floats(request.g(), "g", &stream->g));
+  LC_RETURN_IF_ERROR(Floats(request.beta(), "beta", &stream->beta));
+  std::string* o = response->mutable_o();
+  o->resize(stream->slot.size() * static_cast<size_t>(shape.heads) * shape.spec.dv *
+            decode::WireBytes(*out_dtype));
+  const decode::LayerStep in{ToInt(request.layer()), stream->slot,     in_dtype,
+                             Bytes(request.q()),     Bytes(request.k()), Bytes(request.v()),
+                             stream->g,              stream->beta};
+  const decode::LayerOutput out{*out_dtype, {reinterpret_cast<uint8_t*>(o->data()), o->size()}};
+  return session.Step(in, out);
 }
 
 grpc::Status DecodeService::Step(
@@ -195,46 +229,11 @@ grpc::Status DecodeService::Step(
     grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) {
   v1::StepRequest request;
   v1::StepResponse response;
-  std::vector<int32_t> slot;
-  std::vector<float> g, beta;
-  StepScratch buffers;
-  std::shared_ptr<decode::DecodeSession> session;
+  StepStream state;
   while (stream->Read(&request)) {
-    if (session == nullptr || session->info().id != request.session_id()) {
-      absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
-          FindAuthorized(*context, request.session_id());
-      if (!s.ok()) return ToGrpcStatus(s.status());
-      session = *std::move(s);
+    if (absl::Status st = StepOnce(*context, request, &state, &response); !st.ok()) {
+      return ToGrpcStatus(st);
     }
-    absl::StatusOr<decode::WireDType> in_dtype = WireDTypeFromProto(request.dtype(), "dtype");
-    if (!in_dtype.ok()) return ToGrpcStatus(in_dtype.status());
-    absl::StatusOr<decode::WireDType> out_dtype =
-        request.out_dtype() == v1::DTYPE_UNSPECIFIED
-            ? decode::WireDType::kFp32
-            : WireDTypeFromProto(request.out_dtype(), "out_dtype");
-    if (!out_dtype.ok()) return ToGrpcStatus(out_dtype.status());
-    slot.assign(request.slot().begin(), request.slot().end());
-    const decode::DecodeShape& shape = session->info().shape;
-    if (request.has_buffers()) {
-      if (absl::Status st =
-              StepOverDataPlane(*context, request, *session, *in_dtype, *out_dtype, slot, &buffers);
-          !st.ok()) {
-        return ToGrpcStatus(st);
-      }
-      response.clear_o();
-      if (!stream->Write(response)) break;
-      continue;
-    }
-    if (absl::Status st = Floats(request.g(), "g", &g); !st.ok()) return ToGrpcStatus(st);
-    if (absl::Status st = Floats(request.beta(), "beta", &beta); !st.ok()) return ToGrpcStatus(st);
-    std::string* o = response.mutable_o();
-    o->resize(slot.size() * static_cast<size_t>(shape.heads) * shape.spec.dv *
-              decode::WireBytes(*out_dtype));
-    const decode::LayerStep in{
-        ToInt(request.layer()), slot, *in_dtype, Bytes(request.q()), Bytes(request.k()),
-        Bytes(request.v()),     g,    beta};
-    const decode::LayerOutput out{*out_dtype, {reinterpret_cast<uint8_t*>(o->data()), o->size()}};
-    if (absl::Status st = session->Step(in, out); !st.ok()) return ToGrpcStatus(st);
     if (!stream->Write(response)) break;  // the engine went away
   }
   return grpc::Status::OK;

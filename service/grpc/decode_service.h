@@ -11,6 +11,7 @@
 // otherwise).
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,17 +46,25 @@ class DecodeService final : public v1::Decode::Service {
   grpc::Status Step(grpc::ServerContext* context,
                     grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) override;
 
- private:
-  // Staging of data-plane steps, reused across a stream's steps.
-  struct StepScratch {
-    std::vector<uint8_t> in, out;
+  // What a Step stream keeps between its requests: the session it last named (found and
+  // authorized once) and staging reused across steps.
+  struct StepStream {
+    std::shared_ptr<decode::DecodeSession> session;
+    std::vector<int32_t> slot;
     std::vector<float> g, beta;
+    std::vector<uint8_t> in, out;  // a data-plane step's packed inputs and outputs
   };
+  // One request of a Step stream: the step, its outputs in `response`. An error ends the
+  // stream with it. (The stream handler's body, apart so that it runs without a stream.)
+  absl::Status StepOnce(const grpc::ServerContext& context, const v1::StepRequest& request,
+                        StepStream* stream, v1::StepResponse* response);
+
+ private:
   // One step whose vectors move over the caller's data-plane session (StepRequest.buffers).
   absl::Status StepOverDataPlane(const grpc::ServerContext& context,
                                  const v1::StepRequest& request, decode::DecodeSession& session,
                                  decode::WireDType in_dtype, decode::WireDType out_dtype,
-                                 std::span<const int32_t> slot, StepScratch* scratch);
+                                 StepStream* stream);
   // The session, if the caller may use it.
   absl::StatusOr<std::shared_ptr<decode::DecodeSession>> FindAuthorized(
       const grpc::ServerContext& context, uint64_t session_id) const;

@@ -215,6 +215,36 @@ TEST_F(DecodeSessionTest, IdleSessionsAreReaped) {
   EXPECT_EQ(table->Stats().reaped, 2u);
 }
 
+// A Step stream holds its session between steps. Closing or reaping it must end it for that
+// holder too: its live states are freed at once (the table stops counting them, so they must
+// not stay allocated) and every later call is NOT_FOUND, never a step on freed states.
+TEST_F(DecodeSessionTest, AClosedOrReapedSessionHeldElsewhereIsEndedForItsHolder) {
+  DecodeOptions o;
+  o.idle_timeout = absl::Hours(1);
+  auto table = Table(o);
+  SessionInfo a = *table->Open({ns_, {}, 2});
+  SessionInfo b = *table->Open({ns_, {}, 2});
+  std::shared_ptr<DecodeSession> held_a = *table->Find(a.id);
+  std::shared_ptr<DecodeSession> held_b = *table->Find(b.id);
+  std::mt19937 rng(5);
+  const RandomStep step(a.shape, 1, rng);
+  const std::vector<int32_t> slot = {0};
+  std::vector<float> o_out(a.shape.heads * a.shape.spec.dv);
+  ASSERT_TRUE(held_a->Step(step.Step(0, slot), Fp32Out(o_out)).ok());
+  ASSERT_TRUE(table->Close(a.id).ok());
+  EXPECT_EQ(held_a->Step(step.Step(0, slot), Fp32Out(o_out)).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(held_a->Reset(0).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(held_a->Load(0, HashOf(1)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(held_a->Commit(0, HashOf(2), PositionAt(1)).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table->Reap(absl::Now() + absl::Hours(2)), 1u);
+  EXPECT_EQ(held_b->Step(step.Step(0, slot), Fp32Out(o_out)).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(table->Stats().state_bytes, 0u);
+  // Nothing was committed by the ended session.
+  EXPECT_EQ(store_->Stats().checkpoints, 0u);
+}
+
 TEST_F(DecodeSessionTest, ATenantPastItsSessionQuotaIsRefusedUntilOneCloses) {
   DecodeOptions o;
   o.max_sessions_per_tenant = 2;

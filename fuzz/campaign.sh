@@ -9,7 +9,8 @@
 #
 # ucx_wire_fuzzer runs every blob the checks accept through a real UCX endpoint (a worker per
 # Connect): it manages tens of executions per second where the others manage thousands, so its
-# RUNS can be given apart as UCX_WIRE_RUNS.
+# RUNS can be given apart as UCX_WIRE_RUNS; engine_request_fuzzer (a data plane and a decode table
+# per input, UCX endpoints to a real engine) manages about a hundred: ENGINE_REQUEST_RUNS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: fuzz/campaign.sh BUILD_DIR [RUNS] [OUT]}
@@ -29,9 +30,11 @@ commit=$(git rev-parse --short HEAD)
   echo "|---|---:|---:|---:|---|---:|---|"
 } >"$out.tmp"
 
-for target in blob_parser npy_reader config_loader proto_request ucx_wire; do
+for target in blob_parser npy_reader config_loader proto_request ucx_wire engine_request \
+    peer_descriptor; do
   n=$runs
   if [ "$target" = ucx_wire ]; then n=${UCX_WIRE_RUNS:-$runs}; fi
+  if [ "$target" = engine_request ]; then n=${ENGINE_REQUEST_RUNS:-$runs}; fi
   mkdir -p "$work/$target"
   seeds=$(ls "fuzz/corpus/$target" | wc -l)
   log="$work/$target.log"

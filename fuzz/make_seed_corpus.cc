@@ -16,6 +16,8 @@
 #include "gpu/crc32c.h"
 #include "gpu/format.h"
 #include "gpu/tools/npy.h"
+#include "leapcache/v1/data_plane.pb.h"
+#include "leapcache/v1/decode.pb.h"
 #include "leapcache/v1/state_cache.pb.h"
 
 namespace {
@@ -196,6 +198,196 @@ void ProtoCorpus(const fs::path& dir) {
   WriteFile(dir / "proto-dense-put", dense);
 }
 
+// engine_request (engine_request_fuzzer.cc's record kinds): a namespace and a committed
+// checkpoint, then the data plane (attach over UCX to the fuzzer's own engine, its buffer, a get
+// into it, a put from it) and attached decode (a session, a load, steps in the messages and over
+// the buffer, a commit). The fuzzer's UCX engine stands in for an empty connection_info and key.
+void EngineCorpus(const fs::path& dir) {
+  v1::RegisterNamespaceRequest reg;
+  reg.set_tenant("tenant-seed");
+  reg.mutable_model()->set_linear_layers(1);
+  reg.mutable_model()->set_total_heads(2);
+  reg.mutable_model()->set_dk(16);
+  reg.mutable_model()->set_dv(16);
+  reg.mutable_model()->set_kind(v1::STATE_KIND_GDN);
+  reg.mutable_format()->set_codec(v1::CODEC_LEAP);
+  reg.mutable_format()->set_bits(8);
+  reg.mutable_format()->set_p(16);
+  reg.mutable_format()->set_r(4);
+  reg.mutable_format()->set_smoothing(true);
+  const std::string hash(32, '\x11');
+  const std::string blobs = SealedBlob(BlobSpec::Leap(StateKind::kGdn, 8, 16, 16), 1) +
+                            SealedBlob(BlobSpec::Leap(StateKind::kGdn, 8, 16, 16), 2);
+  std::string put;
+  Record(&put, 0, reg);
+  v1::ReservePutRequest reserve;
+  reserve.set_namespace_id(1);
+  reserve.set_hash(hash);
+  reserve.mutable_position()->set_tokens(16);
+  reserve.mutable_position()->set_blocks(1);
+  Record(&put, 1, reserve);
+  v1::UploadPutRequest upload;
+  upload.set_put_id(1);
+  upload.set_data(blobs);
+  Record(&put, 2, upload);
+  v1::CommitPutRequest commit;
+  commit.set_put_id(1);
+  commit.set_crc32c(leapcache::Crc32c(blobs.data(), blobs.size()));
+  Record(&put, 3, commit);
+
+  v1::AttachRequest attach;
+  attach.mutable_identity()->set_name("seed-engine");
+  attach.mutable_identity()->set_pid(1);
+  attach.add_offers()->set_kind(v1::TRANSPORT_KIND_UCX);
+  attach.add_offers()->set_kind(v1::TRANSPORT_KIND_INLINE);
+  v1::RegisterBufferRequest buffer;
+  buffer.set_session_id(1);
+  buffer.mutable_buffer()->set_transport(v1::TRANSPORT_KIND_UCX);
+  buffer.mutable_buffer()->set_memory(v1::MEMORY_KIND_HOST);
+  v1::TransferGetRequest get;
+  get.set_session_id(1);
+  get.set_buffer_id(1);
+  get.set_namespace_id(1);
+  get.set_hash(hash);
+  get.set_offset(4096);
+  v1::TransferPutRequest transfer_put;
+  transfer_put.set_session_id(1);
+  transfer_put.set_buffer_id(1);
+  transfer_put.set_namespace_id(1);
+  transfer_put.set_hash(std::string(32, '\x22'));
+  transfer_put.mutable_position()->set_tokens(32);
+  transfer_put.mutable_position()->set_blocks(2);
+  transfer_put.set_offset(4096);
+  transfer_put.set_length(blobs.size());
+  transfer_put.set_crc32c(1);  // odd: the fuzzer fills in the CRC of the bytes it names
+
+  std::string data_plane = put;
+  Record(&data_plane, 4, attach);
+  Record(&data_plane, 7, buffer);
+  Record(&data_plane, 9, get);
+  get.mutable_dense()->set_dtype(v1::DTYPE_BF16);
+  get.mutable_dense()->set_layout(v1::LAYOUT_VK);
+  Record(&data_plane, 9, get);
+  Record(&data_plane, 10, transfer_put);
+  v1::KeepaliveRequest keepalive;
+  keepalive.set_session_id(1);
+  Record(&data_plane, 5, keepalive);
+  v1::ReleaseBufferRequest release;
+  release.set_session_id(1);
+  release.set_buffer_id(1);
+  Record(&data_plane, 8, release);
+  v1::DetachRequest detach;
+  detach.set_session_id(1);
+  Record(&data_plane, 6, detach);
+  WriteFile(dir / "engine-data-plane", data_plane);
+
+  std::string decode = put;
+  v1::OpenDecodeSessionRequest open;
+  open.set_namespace_id(1);
+  open.set_slots(4);
+  Record(&decode, 11, open);
+  v1::LoadSlotRequest load;
+  load.set_session_id(1);
+  load.set_slot(1);
+  load.set_hash(hash);
+  Record(&decode, 13, load);
+  // B = 2 (slot 1 and padding), H = 2, dk = dv = 16, fp32.
+  v1::StepRequest step;
+  step.set_session_id(1);
+  step.set_layer(0);
+  step.add_slot(1);
+  step.add_slot(-1);
+  step.set_dtype(v1::DTYPE_FP32);
+  std::vector<float> qk(2 * 2 * 16), g(2 * 2), beta(2 * 2);
+  for (size_t i = 0; i < qk.size(); ++i) qk[i] = 0.05f * static_cast<float>(i % 11) - 0.2f;
+  for (size_t i = 0; i < g.size(); ++i) g[i] = -0.1f;
+  for (size_t i = 0; i < beta.size(); ++i) beta[i] = 0.5f;
+  auto bytes = [](const std::vector<float>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  step.set_q(bytes(qk));
+  step.set_k(bytes(qk));
+  step.set_v(bytes(qk));
+  step.set_g(bytes(g));
+  step.set_beta(bytes(beta));
+  Record(&decode, 15, step);
+  v1::CommitSlotRequest commit_slot;
+  commit_slot.set_session_id(1);
+  commit_slot.set_slot(1);
+  commit_slot.set_hash(std::string(32, '\x33'));
+  Record(&decode, 14, commit_slot);
+  // The same step over the data plane: its inputs at 0 of the engine's buffer, o at 65536.
+  Record(&decode, 4, attach);
+  Record(&decode, 7, buffer);
+  v1::StepRequest over = step;
+  over.clear_q();
+  over.clear_k();
+  over.clear_v();
+  over.clear_g();
+  over.clear_beta();
+  over.mutable_buffers()->set_data_plane_session_id(1);
+  over.mutable_buffers()->set_buffer_id(1);
+  over.mutable_buffers()->set_input_offset(0);
+  over.mutable_buffers()->set_output_offset(65536);
+  Record(&decode, 15, over);
+  v1::ResetSlotRequest reset;
+  reset.set_session_id(1);
+  reset.set_slot(1);
+  Record(&decode, 12, reset);
+  v1::CloseDecodeSessionRequest close;
+  close.set_session_id(1);
+  Record(&decode, 16, close);
+  WriteFile(dir / "engine-decode", decode);
+}
+
+// peer_descriptor (peer_descriptor_fuzzer.cc's layout): descriptors each backend accepts, with
+// transfer lists inside, at and past their ends, and CUDA IPC keys whose ranges fit, touch the
+// end or wrap.
+void DescriptorCorpus(const fs::path& dir) {
+  auto le = [](std::string* out, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  struct Op {
+    uint8_t direction, memory;
+    uint16_t size;
+    uint64_t offset;
+  };
+  auto seed = [&](const char* name, uint8_t transport, uint8_t memory, uint8_t accepts,
+                  uint64_t address, uint64_t bytes, uint64_t allocation, const std::string& key,
+                  const std::vector<Op>& ops) {
+    std::string out;
+    le(&out, transport, 1);
+    le(&out, memory, 1);
+    le(&out, accepts, 1);
+    le(&out, address, 8);
+    le(&out, bytes, 8);
+    le(&out, allocation, 8);
+    le(&out, key.size(), 1);
+    out += key;
+    for (const Op& op : ops) {
+      le(&out, op.direction, 1);
+      le(&out, op.memory, 1);
+      le(&out, op.size, 2);
+      le(&out, op.offset, 8);
+    }
+    WriteFile(dir / name, out);
+  };
+  // Transport and memory values as transport.h numbers them: ucx 2, cuda_ipc 4; host 1, cuda 2.
+  seed("ucx-host", 2, 1, 0, 0x10000, 65536, 0, "rkey", {{0, 1, 4096, 0}, {1, 1, 4096, 61440}});
+  seed("ucx-past-end", 2, 1, 0, 0x10000, 65536, 0, "rkey", {{0, 1, 4096, 61441}});
+  std::string ipc(64, '\x5a');
+  std::string at_4k = ipc;
+  le(&at_4k, 4096, 8);
+  seed("ipc-inside", 4, 2, 1 | 4, 0x7f0000000000, 65536, 1 << 20, at_4k, {{0, 2, 512, 0}});
+  std::string at_end = ipc;
+  le(&at_end, (1 << 20) - 4096, 8);
+  seed("ipc-past-allocation", 4, 2, 1 | 4, 0x7f0000000000, 65536, 1 << 20, at_end, {});
+  std::string wrap = ipc;
+  le(&wrap, UINT64_MAX - 10, 8);
+  seed("ipc-wrap", 4, 2, 1 | 4, 0x7f0000000000, 4096, UINT64_MAX, wrap, {});
+  seed("nccl-no-key", 3, 2, 1, 0x7f0000000000, 4096, 0, "", {{1, 2, 4096, 0}});
+}
+
 // ucx_wire: the first byte picks the blob (0: a worker address, 1: a remote key, 2 and 3: UCX's
 // own address and key with edits). Worker
 // addresses in both UCX formats, with the fields the walk branches on; the two inputs that
@@ -242,7 +434,7 @@ int main(int argc, char** argv) {
   }
   const fs::path out(argv[1]);
   for (const char* target : {"blob_parser", "npy_reader", "config_loader", "proto_request",
-                             "ucx_wire"}) {
+                             "ucx_wire", "engine_request", "peer_descriptor"}) {
     fs::remove_all(out / target);
     fs::create_directories(out / target);
   }
@@ -251,5 +443,7 @@ int main(int argc, char** argv) {
   ConfigCorpus(out / "config_loader");
   ProtoCorpus(out / "proto_request");
   UcxWireCorpus(out / "ucx_wire");
+  EngineCorpus(out / "engine_request");
+  DescriptorCorpus(out / "peer_descriptor");
   return 0;
 }

@@ -14,7 +14,8 @@ mkdir -p "$artifacts"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for target in blob_parser npy_reader config_loader proto_request ucx_wire; do
+for target in blob_parser npy_reader config_loader proto_request ucx_wire engine_request \
+    peer_descriptor; do
   mkdir -p "$work/$target"
   echo "fuzz: $target for ${seconds}s"
   # -timeout: an input taking over 10 s counts as a hang; -rss_limit_mb bounds a leak or blow-up.

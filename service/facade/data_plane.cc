@@ -82,10 +82,16 @@ const char* TransferPhaseName(TransferPhase phase) {
 
 DataPlane::DataPlane(core::CheckpointStore* store, PutPipeline* puts,
                      const DataPlaneOptions& options)
+    : DataPlane(store, puts, options,
+                DataPlaneTransports::Create({options.ucx_transports, options.cuda_device})) {}
+
+DataPlane::DataPlane(core::CheckpointStore* store, PutPipeline* puts,
+                     const DataPlaneOptions& options,
+                     std::shared_ptr<const DataPlaneTransports> transports)
     : store_(store),
       puts_(puts),
       options_(options),
-      transports_(DataPlaneTransports::Create({options.ucx_transports, options.cuda_device})),
+      transports_(std::move(transports)),
       sessions_(options.reap_interval) {}
 
 DataPlane::~DataPlane() = default;

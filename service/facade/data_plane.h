@@ -113,8 +113,12 @@ struct GetResult {
 
 class DataPlane {
  public:
-  // `store` and `puts` must outlive the data plane.
+  // `store` and `puts` must outlive the data plane. Makes the transports of `options`.
   DataPlane(core::CheckpointStore* store, PutPipeline* puts, const DataPlaneOptions& options);
+  // ... over transports made before (they hold no session state: a context per backend), so
+  // that data planes made and dropped often (the fuzz target's, one per input) share them.
+  DataPlane(core::CheckpointStore* store, PutPipeline* puts, const DataPlaneOptions& options,
+            std::shared_ptr<const DataPlaneTransports> transports);
   ~DataPlane();
   DataPlane(const DataPlane&) = delete;
   DataPlane& operator=(const DataPlane&) = delete;
@@ -170,7 +174,7 @@ class DataPlane {
   core::CheckpointStore* const store_;
   PutPipeline* const puts_;
   const DataPlaneOptions options_;
-  std::unique_ptr<DataPlaneTransports> transports_;
+  std::shared_ptr<const DataPlaneTransports> transports_;
   EngineSessionTable sessions_;
 };
 

@@ -41,13 +41,16 @@ struct ServerConfig {
 
   // --- Security (gRPC port only; the metrics port is an admin surface, kept on loopback) ---
   // PEM certificate chain and private key of the gRPC listener. Both set: TLS on, plaintext
-  // refused; both empty: plaintext. Read once at start: a missing, unreadable, unparsable,
-  // expired or mismatched pair fails start-up (and --check-config); rotate by restarting
-  // (Kubernetes: a rolling restart after the Secret changes).
+  // refused; both empty: plaintext. A missing, unreadable, unparsable, expired or mismatched
+  // pair fails start-up (and --check-config). Read again on SIGHUP and whenever a file changes
+  // (checked every second): new connections get the new certificate, connections already up
+  // keep theirs, and files that fail the same checks leave the certificate in force (logged,
+  // leapcache_tls_reloads_total{result="error"}). Rotation needs no restart.
   std::string tls_cert_file;
   std::string tls_key_file;
   // PEM CA bundle for mutual TLS: when set, every client must present a certificate signed by
-  // it (handshake refused otherwise). Needs tls_cert_file.
+  // it (handshake refused otherwise). Needs tls_cert_file. Reloaded with the pair; whether it
+  // is set at all is fixed at start.
   std::string tls_client_ca_file;
   // Bearer tokens, one "TOKEN TENANT" line each (auth_tokens.h); when set, every StateCache call
   // needs `authorization: Bearer TOKEN` and may only touch namespaces of the token's tenant.

@@ -1,6 +1,5 @@
 #include "service/config/tls_credentials.h"
 
-#include <grpcpp/security/server_credentials.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -112,17 +111,6 @@ absl::StatusOr<std::optional<ServerTlsMaterial>> LoadServerTls(const ServerConfi
                            .status());
   }
   return tls;
-}
-
-std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(
-    const std::optional<ServerTlsMaterial>& tls) {
-  if (!tls.has_value()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options(
-      tls->client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = tls->client_ca_pem;
-  options.pem_key_cert_pairs.push_back({tls->private_key_pem, tls->cert_chain_pem});
-  return grpc::SslServerCredentials(options);
 }
 
 }  // namespace leapcache::server

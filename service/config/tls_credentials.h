@@ -1,6 +1,6 @@
 // TLS of the gRPC listener: the PEM files named by the config (tls_cert_file, tls_key_file,
-// tls_client_ca_file), read and checked with OpenSSL before gRPC sees them, and the server
-// credentials built from them.
+// tls_client_ca_file), read and checked with OpenSSL before gRPC sees them. The server's
+// credentials are built from them in service/server/tls_reloader.h, which also reloads them.
 //
 // gRPC only reports a bad certificate or key when the first client connects (and then only in
 // its log), so everything that can be checked up front is: each file is readable and holds PEM
@@ -15,10 +15,6 @@
 #include "absl/status/statusor.h"
 #include "service/config/config.h"
 
-namespace grpc {
-class ServerCredentials;
-}  // namespace grpc
-
 namespace leapcache::server {
 
 struct ServerTlsMaterial {
@@ -27,14 +23,10 @@ struct ServerTlsMaterial {
   // Empty: clients are not asked for certificates. Otherwise they must present one signed by
   // a CA in this bundle (mutual TLS).
   std::string client_ca_pem;
+  bool operator==(const ServerTlsMaterial&) const = default;
 };
 
 // nullopt when TLS is off (no tls_cert_file). REQUIRES: ValidateConfig(config).ok().
 absl::StatusOr<std::optional<ServerTlsMaterial>> LoadServerTls(const ServerConfig& config);
-
-// SSL credentials for `tls`, requiring and verifying client certificates when it has a client
-// CA; insecure (plaintext) credentials for nullopt.
-std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(
-    const std::optional<ServerTlsMaterial>& tls);
 
 }  // namespace leapcache::server

@@ -104,10 +104,18 @@ int Run(int argc, char** argv) {
   for (;;) {
     if (sigwait(&signals, &received) != 0) continue;
     if (received != SIGHUP) break;
-    // SIGHUP: read the tokens file again (the server also does when the file changes).
-    const absl::Status st = (*server)->ReloadTokens();
-    std::fprintf(stderr, "%s: SIGHUP: %s\n", kProgram,
-                 st.ok() ? "tokens reloaded" : std::string(st.message()).c_str());
+    // SIGHUP: read the tokens file and the TLS files again (the server also does when they
+    // change). What the server was started without is not mentioned.
+    if (!loaded->config.tokens_file.empty()) {
+      const absl::Status st = (*server)->ReloadTokens();
+      std::fprintf(stderr, "%s: SIGHUP: %s\n", kProgram,
+                   st.ok() ? "tokens reloaded" : std::string(st.message()).c_str());
+    }
+    if (!loaded->config.tls_cert_file.empty()) {
+      const absl::Status st = (*server)->ReloadTls();
+      std::fprintf(stderr, "%s: SIGHUP: %s\n", kProgram,
+                   st.ok() ? "certificate reloaded" : std::string(st.message()).c_str());
+    }
   }
   std::fprintf(stderr, "%s: %s received, draining for up to %s\n", kProgram,
                received == SIGTERM ? "SIGTERM" : "SIGINT",

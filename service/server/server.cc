@@ -29,6 +29,7 @@
 #include "service/config/auth_tokens.h"
 #include "service/config/host_port.h"
 #include "service/config/tls_credentials.h"
+#include "service/server/tls_reloader.h"
 #include "service/facade/put_pipeline.h"
 #include "service/grpc/authorizer.h"
 #include "service/grpc/data_plane_service.h"
@@ -135,7 +136,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->puts_ =
       std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->encoder_.get());
   // TLS and tokens are read again here (LoadConfig checked them): the files may have changed.
-  LC_ASSIGN_OR_RETURN(const std::optional<ServerTlsMaterial> tls, LoadServerTls(config));
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!config.tls_cert_file.empty()) {
+    LC_ASSIGN_OR_RETURN(s->tls_, ServerTlsReloader::Create(config));
+    credentials = s->tls_->credentials();
+    metrics::Family<metrics::Counter>& reloads = s->registry_->AddCounter(
+        "leapcache_tls_reloads_total",
+        "Reloads of the listener's certificate, key and client CA (SIGHUP or a file change), by "
+        "result; a failed one leaves the material in force.");
+    s->tls_reloads_ = &reloads.Add({{"result", "ok"}});
+    s->tls_reload_failures_ = &reloads.Add({{"result", "error"}});
+    s->tls_not_after_ = &s->registry_
+                             ->AddGauge("leapcache_tls_certificate_not_after_seconds",
+                                        "notAfter of the certificate the listener presents, "
+                                        "seconds since the epoch (alert before it passes).")
+                             .Add({});
+    s->tls_not_after_->Set(static_cast<double>(s->tls_->not_after()));
+  }
   // One read of the tokens file and one authorizer for every service, so they all check against
   // the same table.
   std::optional<TokenTable> tokens;
@@ -157,7 +174,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, ServerCredentialsFor(tls), &port);
+  builder.AddListeningPort(config.listen, credentials, &port);
   DataPlaneOptions data_plane;
   data_plane.cuda_device = static_cast<int>(config.gpu_device);
   data_plane.decoder = s->decoder_.get();
@@ -251,12 +268,24 @@ absl::Status Server::ReloadTokens() {
   return absl::OkStatus();
 }
 
+absl::Status Server::ReloadTls() {
+  if (tls_ == nullptr) {
+    return absl::FailedPreconditionError("the server was started without TLS (no tls_cert_file)");
+  }
+  absl::MutexLock lock(&reload_mu_);
+  const absl::Status st = tls_->Reload();
+  (st.ok() ? tls_reloads_ : tls_reload_failures_)->Increment();
+  tls_not_after_->Set(static_cast<double>(tls_->not_after()));
+  return st;
+}
+
 void Server::Housekeep() {
   ServingProbe probe(grpc_server_->InProcessChannel(grpc::ChannelArguments()), kProbeDeadline,
                      kProbeFailures);
   absl::Time next_probe = absl::Now() + kProbeInterval;
   absl::MutexLock lock(&housekeeping_mu_);
   if (!config_.tokens_file.empty()) tokens_file_identity_ = FileIdentity(config_.tokens_file);
+  if (tls_ != nullptr) tls_files_identity_ = tls_->FilesIdentity();
   while (!housekeeping_mu_.AwaitWithTimeout(absl::Condition(&stop_housekeeping_),
                                             kStreamSweepInterval)) {
     housekeeping_mu_.Unlock();  // streams' expiry and the probe take their own locks
@@ -281,6 +310,20 @@ void Server::Housekeep() {
           const absl::Status st = ReloadTokens();
           std::fprintf(stderr, "leapcache-server: tokens_file changed: %s\n",
                        st.ok() ? "tokens reloaded" : std::string(st.message()).c_str());
+        }
+      }
+      if (tls_ != nullptr) {
+        // A certificate and its key are often replaced one after the other: a pair caught
+        // halfway fails the key check, keeps the old material, and the next change retries.
+        const std::string identity = tls_->FilesIdentity();
+        housekeeping_mu_.Lock();
+        const bool changed = identity != tls_files_identity_;
+        tls_files_identity_ = identity;
+        housekeeping_mu_.Unlock();
+        if (changed) {
+          const absl::Status st = ReloadTls();
+          std::fprintf(stderr, "leapcache-server: TLS files changed: %s\n",
+                       st.ok() ? "certificate reloaded" : std::string(st.message()).c_str());
         }
       }
     }

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "service/core/checkpoint_store.h"
 #include "service/config/config.h"
+#include "service/server/tls_reloader.h"
 #include "service/admin/decode_metrics.h"
 #include "service/grpc/data_plane_service.h"
 #include "service/grpc/decode_service.h"
@@ -79,6 +80,12 @@ class Server {
   // FAILED_PRECONDITION for a server started without a tokens file. The housekeeping thread
   // calls this when the file changes (new contents, or a Kubernetes Secret's symlink swap).
   absl::Status ReloadTokens();
+  // Reads tls_cert_file, tls_key_file and tls_client_ca_file again and, if they pass every
+  // check LoadServerTls makes, new connections get the new certificate (connections already up
+  // keep theirs); otherwise the material in force stays and the error is returned.
+  // FAILED_PRECONDITION for a server without TLS. The housekeeping thread calls this when a file
+  // changes; SIGHUP reloads both tokens and TLS.
+  absl::Status ReloadTls();
   // Started, not draining, and serving calls as the last probes found.
   bool ready() const { return ready_.load() && serving_.load(); }
 
@@ -116,6 +123,12 @@ class Server {
   std::unique_ptr<decode::DecodeSessionTable> decode_sessions_;
   std::unique_ptr<DecodeService> decode_service_;
   std::unique_ptr<DecodeMetrics> decode_metrics_;
+  // The listener's TLS material (null without TLS); outlives grpc_server_, whose handshakes
+  // fetch from it.
+  std::unique_ptr<ServerTlsReloader> tls_;
+  metrics::Counter* tls_reloads_ = nullptr;        // leapcache_tls_reloads_total{result}
+  metrics::Counter* tls_reload_failures_ = nullptr;
+  metrics::Gauge* tls_not_after_ = nullptr;        // leapcache_tls_certificate_not_after_seconds
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::string grpc_address_;
@@ -126,6 +139,7 @@ class Server {
   std::atomic<bool> serving_{true};  // the serving probe's verdict
   // The tokens file as last loaded (modification time, size, inode), to notice a change.
   std::string tokens_file_identity_ ABSL_GUARDED_BY(housekeeping_mu_);
+  std::string tls_files_identity_ ABSL_GUARDED_BY(housekeeping_mu_);  // the same, of TLS files
   absl::Mutex reload_mu_;  // one reload at a time
   absl::Mutex housekeeping_mu_;
   bool stop_housekeeping_ ABSL_GUARDED_BY(housekeeping_mu_) = false;

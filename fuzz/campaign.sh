@@ -7,6 +7,10 @@
 #
 #   fuzz/campaign.sh BUILD_DIR [RUNS] [OUT]
 #
+# TARGETS (default: all, in order) names the targets to run, so that targets can run side by side
+# on a machine with more cores, one campaign per target and OUT each. MAX_SECONDS caps each
+# target's time: a target stopped by it reports the executions it reached, below RUNS.
+#
 # ucx_wire_fuzzer runs every blob the checks accept through a real UCX endpoint (a worker per
 # Connect): it manages tens of executions per second where the others manage thousands, so its
 # RUNS can be given apart as UCX_WIRE_RUNS; engine_request_fuzzer (a data plane and a decode table
@@ -20,7 +24,7 @@ artifacts="$build/fuzz-artifacts"
 work="$build/fuzz-campaign"
 mkdir -p "$artifacts" "$work" "$(dirname "$out")"
 
-commit=$(git rev-parse --short HEAD)
+commit=${COMMIT:-$(git rev-parse --short HEAD)}  # COMMIT: where the tree has no .git
 {
   echo "# Fuzz campaign on $commit"
   echo
@@ -30,8 +34,10 @@ commit=$(git rev-parse --short HEAD)
   echo "|---|---:|---:|---:|---|---:|---|"
 } >"$out.tmp"
 
-for target in blob_parser npy_reader config_loader proto_request ucx_wire engine_request \
-    peer_descriptor; do
+targets=${TARGETS:-blob_parser npy_reader config_loader proto_request ucx_wire engine_request peer_descriptor}
+time_cap=()
+if [ -n "${MAX_SECONDS:-}" ]; then time_cap=(-max_total_time="$MAX_SECONDS"); fi
+for target in $targets; do
   n=$runs
   if [ "$target" = ucx_wire ]; then n=${UCX_WIRE_RUNS:-$runs}; fi
   if [ "$target" = engine_request ]; then n=${ENGINE_REQUEST_RUNS:-$runs}; fi
@@ -41,7 +47,7 @@ for target in blob_parser npy_reader config_loader proto_request ucx_wire engine
   echo "campaign: $target for $n executions"
   start=$(date +%s)
   result=ok
-  if ! UCX_LOG_LEVEL=fatal "$build/fuzz/${target}_fuzzer" -runs="$n" -timeout=10 \
+  if ! UCX_LOG_LEVEL=fatal "$build/fuzz/${target}_fuzzer" -runs="$n" "${time_cap[@]}" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/${target}-" \
       "$work/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
     result="CRASH (input in $artifacts/)"

@@ -46,8 +46,14 @@ class Server:
         raise RuntimeError(f"leapcache-server did not start: {buffered!r}")
 
     def stop(self):
+        """SIGTERM and the exit code; a server that does not drain in time is killed (and its
+        code is then not 0)."""
         self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=30)
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
         self.proc.stdout.close()
         return code
 
@@ -55,8 +61,11 @@ class Server:
 @pytest.fixture(scope="module")
 def server():
     s = Server()
-    yield s
-    assert s.stop() == 0, "leapcache-server did not exit cleanly"
+    try:
+        yield s
+    finally:
+        code = s.stop()
+    assert code == 0, "leapcache-server did not exit cleanly"
 
 
 @pytest.fixture

@@ -24,7 +24,9 @@ packages=(
   libucx-dev              # UCX 1.13 (data-plane transport; pulls the libucx0 runtime)
   prometheus              # prometheus + promtool for the metrics integration test
   python3                              # deploy tests (tests/deploy)
-  python3-numpy python3-pytest python3-torch  # Python client tests (tests/python)
+  python3-numpy                        # Python client tests (tests/python)
+  python3-pytest                       # Python client tests
+  python3-torch                        # Python client tests (CPU tensors)
   golang-go                            # deploy tests: builds the chart renderer and gRPC probe
   golang-github-masterminds-sprig-dev  # deploy tests: Helm's template functions
   golang-gopkg-yaml.v3-dev             # deploy tests: YAML in the chart renderer

@@ -9,7 +9,9 @@
 #
 # TARGETS (default: all, in order) names the targets to run, so that targets can run side by side
 # on a machine with more cores, one campaign per target and OUT each. MAX_SECONDS caps each
-# target's time: a target stopped by it reports the executions it reached, below RUNS.
+# target's time: a target stopped by it reports the executions it reached, below RUNS. FORK=N
+# runs one target as N libFuzzer worker processes sharing its corpus (libFuzzer's -fork; RUNS
+# and MAX_SECONDS are then totals over the workers).
 #
 # ucx_wire_fuzzer runs every blob the checks accept through a real UCX endpoint (a worker per
 # Connect): it manages tens of executions per second where the others manage thousands, so its
@@ -28,15 +30,20 @@ commit=${COMMIT:-$(git rev-parse --short HEAD)}  # COMMIT: where the tree has no
 {
   echo "# Fuzz campaign on $commit"
   echo
-  echo "\`fuzz/campaign.sh $build $runs\`, $(nproc) cores, $(date -u +%Y-%m-%d)."
+  settings=""
+  for v in TARGETS FORK MAX_SECONDS; do
+    if [ -n "${!v:-}" ]; then settings+="$v=${!v// /,} "; fi
+  done
+  echo "\`${settings}fuzz/campaign.sh $build $runs\`, $(nproc) cores, $(date -u +%Y-%m-%d)."
   echo
   echo "| target | executions | seconds | exec/s | corpus (seed -> end) | peak RSS MiB | result |"
   echo "|---|---:|---:|---:|---|---:|---|"
 } >"$out.tmp"
 
 targets=${TARGETS:-blob_parser npy_reader config_loader proto_request ucx_wire engine_request peer_descriptor}
-time_cap=()
-if [ -n "${MAX_SECONDS:-}" ]; then time_cap=(-max_total_time="$MAX_SECONDS"); fi
+extra=()
+if [ -n "${MAX_SECONDS:-}" ]; then extra+=(-max_total_time="$MAX_SECONDS"); fi
+if [ -n "${FORK:-}" ]; then extra+=(-fork="$FORK"); fi
 for target in $targets; do
   n=$runs
   if [ "$target" = ucx_wire ]; then n=${UCX_WIRE_RUNS:-$runs}; fi
@@ -47,13 +54,16 @@ for target in $targets; do
   echo "campaign: $target for $n executions"
   start=$(date +%s)
   result=ok
-  if ! UCX_LOG_LEVEL=fatal "$build/fuzz/${target}_fuzzer" -runs="$n" "${time_cap[@]}" -timeout=10 \
+  if ! UCX_LOG_LEVEL=fatal "$build/fuzz/${target}_fuzzer" -runs="$n" "${extra[@]}" -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/${target}-" \
       "$work/$target" "fuzz/corpus/$target" >"$log" 2>&1; then
     result="CRASH (input in $artifacts/)"
   fi
   seconds=$(( $(date +%s) - start ))
   executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  if [ -n "${FORK:-}" ]; then  # the parent's last progress line counts every worker's
+    executed=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -n 1)
+  fi
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -n 1)
   corpus=$(( seeds + $(ls "$work/$target" | wc -l) ))
   rate=$(( ${executed:-0} / (seconds > 0 ? seconds : 1) ))

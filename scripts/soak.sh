@@ -6,6 +6,11 @@
 # new one. Once a round's clients are gone (and the killed writers' put TTL has passed) the
 # server must hold no read lease, no pending put and no reserved page.
 #
+# The states are small (2 layers x 2 heads of 16 x 16, 64-token blocks: checkpoints of a few KiB
+# in 64 KiB pages) so that the hour is spent on many verified gets, puts and evictions rather
+# than on moving large payloads; REQUESTS (default 20000) per client and format per round keeps
+# the rounds long against the wait for the killed client's puts to expire.
+#
 #   scripts/soak.sh BUILD_DIR [SECONDS] [OUT]     (OUT default: results/soak/soak.md)
 #
 # Exit 1 on any wrong byte or any leak; the totals go to OUT with the commit they ran on.
@@ -15,6 +20,7 @@ build=${1:?usage: scripts/soak.sh BUILD_DIR [SECONDS] [OUT]}
 seconds=${2:-3600}
 out=${3:-results/soak/soak.md}
 clients=${CLIENTS:-4}
+requests=${REQUESTS:-20000}
 server_bin="$build/service/server/leapcache-server"
 load_bin="$build/load/leapcache-load"
 work=$(mktemp -d)
@@ -28,7 +34,7 @@ restarts=0
 start_server() {
   local log="$work/server-$restarts.log"
   "$server_bin" --listen=127.0.0.1:0 --metrics-listen=127.0.0.1:0 --memory-budget=48MiB \
-    --spill-budget=48MiB --page-bytes=256KiB --put-ttl=5s --reaper-interval=500ms \
+    --spill-budget=48MiB --page-bytes=64KiB --put-ttl=5s --reaper-interval=500ms \
     --decode-memory-budget=0 >"$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 200); do
@@ -55,12 +61,13 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     # A fixed seed per client slot: each round replays its slot's workload, so later rounds hit
     # (and verify) checkpoints that earlier rounds put, spilled or promoted.
     "$load_bin" --server="$grpc" --tenant="soak-$i" --seed="$i" \
-      --formats=leap8,bf16 --scenario=mixed --requests=300 --engines=2 --slots=4 \
-      --population=48 --time_scale=0 --keep --out="$work/r$round-c$i" \
+      --formats=leap8,bf16 --scenario=mixed --requests="$requests" --engines=4 --slots=8 \
+      --population=48 --time_scale=0 --keep --dk=16 --dv=16 --heads=2 --layers=2 \
+      --block_tokens=64 --out="$work/r$round-c$i" \
       >"$work/r$round-c$i.log" 2>&1 &
     pids+=($!)
   done
-  sleep "$(( 2 + RANDOM % 4 ))"
+  sleep "$(( 5 + RANDOM % 20 ))"
   victim=${pids[$((RANDOM % clients))]}
   kill -9 "$victim" 2>/dev/null && killed=$((killed + 1)) || true
   if [ $((round % 3)) -eq 0 ]; then
@@ -114,7 +121,7 @@ mkdir -p "$(dirname "$out")"
 {
   echo "# Soak on $(git rev-parse --short HEAD)"
   echo
-  echo "\`scripts/soak.sh $build $seconds\`, $(nproc) cores, $(date -u +%Y-%m-%d), $clients clients per round."
+  echo "\`REQUESTS=$requests CLIENTS=$clients scripts/soak.sh $build $seconds\`, $(nproc) cores, $(date -u +%Y-%m-%d)."
   echo
   echo "| seconds | rounds | client reports | clients SIGKILLed | server SIGKILL + restarts | gets verified byte for byte | wrong bytes (mismatched gets) | missing | rounds with leaks |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

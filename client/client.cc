@@ -72,9 +72,10 @@ struct Client::Impl {
     if (grpc::Status st = stub->RegisterNamespace(&context, request, &response); !st.ok()) {
       return FromGrpcStatus(st);
     }
-    return NamespaceInfo{response.namespace_id(),    response.namespace_tag(),
-                         response.fingerprint(),     response.blob_bytes(),
-                         response.format_label(),    response.layout_fingerprint()};
+    return NamespaceInfo{response.namespace_id(), response.namespace_tag(),
+                         response.fingerprint(),  response.blob_bytes(),
+                         response.format_label(), response.layout_fingerprint(),
+                         response.side_bytes()};
   }
 
   // What to send for the caller's id: the server's id and the tag, or the id unchecked (tag 0)
@@ -202,6 +203,7 @@ absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,
   r.expected_bytes = response.expected_bytes();
   r.blob_bytes = response.blob_bytes();
   r.state_bytes = response.state_bytes();
+  r.side_bytes = response.side_bytes();
   r.ttl = absl::Milliseconds(response.ttl_ms());
   r.max_chunk_bytes = response.max_chunk_bytes();
   return r;
@@ -209,11 +211,12 @@ absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,
 
 absl::Status Client::Upload(const Reservation& put, uint64_t offset,
                             std::span<const uint8_t> bytes) {
-  // The server refuses chunks over the size it advertised (whole states for dense puts).
+  // The server refuses chunks over the size it advertised (whole units for dense puts).
   size_t chunk = impl_->options.chunk_bytes;
   if (put.max_chunk_bytes > 0) chunk = std::min<size_t>(chunk, put.max_chunk_bytes);
   if (put.state_bytes > 0) {
-    chunk = std::max<size_t>(1, chunk / put.state_bytes) * put.state_bytes;
+    const size_t unit = put.state_bytes + put.side_bytes;
+    chunk = std::max<size_t>(1, chunk / unit) * unit;
   }
   grpc::ClientContext context;
   impl_->Transfer(&context);
@@ -316,6 +319,7 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const Clie
       out.format = FromProto(h.format());
       out.blob_bytes = h.blob_bytes();
       out.state_bytes = h.state_bytes();
+      out.side_bytes = h.side_bytes();
       if (h.has_dense()) {
         absl::StatusOr<DenseEncoding> dense = FromProto(h.dense());
         if (!dense.ok()) {

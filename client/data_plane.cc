@@ -68,6 +68,7 @@ absl::StatusOr<TransferredCheckpoint> FromHeader(const v1::GetHeader& h) {
   out.format = FromProto(h.format());
   out.blob_bytes = h.blob_bytes();
   out.state_bytes = h.state_bytes();
+  out.side_bytes = h.side_bytes();
   out.total_bytes = h.total_bytes();
   if (h.has_dense()) {
     absl::StatusOr<DenseEncoding> dense = FromProto(h.dense());
@@ -353,6 +354,7 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
     out.format = got->format;
     out.blob_bytes = got->blob_bytes;
     out.state_bytes = got->state_bytes;
+    out.side_bytes = got->side_bytes;
     out.total_bytes = got->bytes.size();
     out.dense = got->dense;
     out.crc32c = Crc32c(got->bytes);

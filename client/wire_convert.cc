@@ -17,6 +17,13 @@ void ToProto(const NamespaceSpec& spec, v1::RegisterNamespaceRequest* out) {
   m->set_dk(static_cast<uint32_t>(spec.model.dk));
   m->set_dv(static_cast<uint32_t>(spec.model.dv));
   m->set_kind(static_cast<v1::StateKind>(static_cast<int>(spec.model.kind)));
+  if (spec.model.conv.has_value()) {
+    v1::ConvShape* c = m->mutable_conv();
+    c->set_channels(static_cast<uint32_t>(spec.model.conv->channels));
+    c->set_width(static_cast<uint32_t>(spec.model.conv->width));
+    c->set_dtype(static_cast<v1::ConvDType>(static_cast<int>(spec.model.conv->dtype)));
+  }
+  m->set_extra_bytes(static_cast<uint32_t>(spec.model.extra_bytes));
   v1::StorageFormat* f = out->mutable_format();
   f->set_codec(static_cast<v1::Codec>(static_cast<int>(spec.format.codec)));
   f->set_bits(static_cast<uint32_t>(spec.format.bits));

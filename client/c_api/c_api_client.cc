@@ -76,6 +76,11 @@ int leapcache_register_namespace(leapcache_client* client, const leapcache_names
     s.format.r = spec->format.r;
     s.format.smoothing = spec->format.smoothing != 0;
     s.flops_per_token = spec->flops_per_token;
+    if (spec->conv_channels != 0 || spec->conv_width != 0 || spec->conv_dtype != 0) {
+      s.model.conv = lc::ConvShape{spec->conv_channels, spec->conv_width,
+                                   static_cast<lc::ConvDType>(spec->conv_dtype)};
+    }
+    s.model.extra_bytes = spec->extra_bytes;
     absl::StatusOr<lc::NamespaceInfo> info = client->client->RegisterNamespace(s);
     if (!info.ok()) return Fail(info.status());
     leapcache_namespace_info r{};
@@ -84,6 +89,7 @@ int leapcache_register_namespace(leapcache_client* client, const leapcache_names
     r.layout_fingerprint = info->layout_fingerprint;
     r.tag = info->tag;
     r.blob_bytes = info->blob_bytes;
+    r.side_bytes = info->side_bytes;
     CopyString(info->fingerprint, r.fingerprint, sizeof(r.fingerprint));
     CopyString(info->format_label, r.format_label, sizeof(r.format_label));
     *out = r;

@@ -101,6 +101,7 @@ leapcache_checkpoint_info FromCheckpoint(const C& c, uint64_t total_bytes) {
   }
   out.blob_bytes = c.blob_bytes;
   out.state_bytes = c.state_bytes;
+  out.side_bytes = c.side_bytes;
   out.total_bytes = total_bytes;
   return out;
 }

@@ -60,6 +60,11 @@ enum {
   LEAPCACHE_LAYOUT_KV = 1,
   LEAPCACHE_LAYOUT_VK = 2,
 
+  /* leapcache_namespace_spec.conv_dtype: a short-convolution state's element type. */
+  LEAPCACHE_CONV_DTYPE_FP32 = 1,
+  LEAPCACHE_CONV_DTYPE_BF16 = 2,
+  LEAPCACHE_CONV_DTYPE_FP16 = 3,
+
   LEAPCACHE_TRANSPORT_KIND_INLINE = 1,
   LEAPCACHE_TRANSPORT_KIND_UCX = 2,
   LEAPCACHE_TRANSPORT_KIND_NCCL = 3,
@@ -136,6 +141,14 @@ typedef struct {
   int32_t kind; /* LEAPCACHE_KIND_* */
   leapcache_storage_format format;
   double flops_per_token; /* eviction hint; 0: unknown */
+  /* The short-convolution state stored after each (layer, head)'s state (types.proto
+   * ConvShape): channels per layer over all ranks (a multiple of total_heads), width =
+   * conv_kernel - 1, dtype LEAPCACHE_CONV_DTYPE_*; all 0: none. Then extra_bytes opaque bytes
+   * per (layer, head); 0: none. */
+  int32_t conv_channels;
+  int32_t conv_width;
+  int32_t conv_dtype;
+  int32_t extra_bytes;
 } leapcache_namespace_spec;
 
 typedef struct {
@@ -146,6 +159,9 @@ typedef struct {
   uint64_t blob_bytes; /* one stored (layer, head) blob */
   char fingerprint[72]; /* 64 hex digits */
   char format_label[64];
+  /* One (layer, head)'s side state (conv state, then extra bytes); 0 without either. Each
+   * (layer, head) unit of a checkpoint's bytes is its state followed by its side state. */
+  uint64_t side_bytes;
 } leapcache_namespace_info;
 
 /* Idempotent: the same spec gets the same namespace. */
@@ -219,18 +235,19 @@ typedef struct {
   uint64_t state_bytes; /* dense only */
   uint64_t total_bytes; /* bytes written */
   uint32_t crc32c;      /* data-plane gets only; 0 otherwise */
+  uint64_t side_bytes;  /* of every unit */
 } leapcache_checkpoint_info;
 
-/* The checkpoint at (namespace_id, hash) written to dst: (layer, head)-ordered v1 blobs
- * (encoding NULL or COMPACT) or dense states ([layers][heads][dk][dv] for KV, [..][dv][dk] for
- * VK). OUT_OF_RANGE, with nothing written, unless the checkpoint is exactly dst_bytes long;
+/* The checkpoint at (namespace_id, hash) written to dst: (layer, head)-ordered units of a v1
+ * blob (encoding NULL or COMPACT) or a dense state ([dk][dv] for KV, [dv][dk] for VK), each
+ * followed by its side state (side_bytes). OUT_OF_RANGE, with nothing written, unless the checkpoint is exactly dst_bytes long;
  * DATA_LOSS if the stream's CRC-32C does not match. dst is host memory. */
 int leapcache_get_into(leapcache_client* client, uint32_t namespace_id, const uint8_t* hash,
                        const leapcache_head_range* heads, const leapcache_encoding* encoding,
                        void* dst, uint64_t dst_bytes, leapcache_checkpoint_info* out);
 
-/* The whole two-phase put of the bytes at src (host memory): blobs (encoding NULL or COMPACT)
- * or dense states the service encodes. A failed put is aborted and leaves nothing behind. */
+/* The whole two-phase put of the bytes at src (host memory): units of blobs (encoding NULL or
+ * COMPACT) or of dense states the service encodes, each followed by its side state. A failed put is aborted and leaves nothing behind. */
 int leapcache_put_from(leapcache_client* client, const leapcache_put_target* target,
                        const leapcache_encoding* encoding, const void* src, uint64_t bytes);
 

@@ -8,6 +8,7 @@
 //   register --tenant T --layers L --heads H [--dk 128] [--dv 128] [--kind gdn|kda]
 //            [--codec leap|fp32|bf16|fp16|int-row|int-col] [--bits 8] [--p 16] [--r 4]
 //            [--smoothing true] [--flops-per-token F]
+//            [--conv-channels C --conv-width W [--conv-dtype bf16|fp16|fp32]] [--extra-bytes N]
 //   put      --namespace N KEY (--state S.npy [--state S2.npy ...] [--layout kv|vk]
 //                               | --compact BLOBS.bin) [--heads B:E] [--ttl 30s]
 //   lookup   --namespace N CHAIN --block-tokens N [--heads B:E] [--max-depth D]
@@ -22,6 +23,8 @@
 // States in .npy files are float32 [layers, heads, dk, dv] ([.., dv, dk] with --layout vk); a
 // file of [heads, dk, dv] is one layer, and several files stack along layers. `get --out`
 // writes float32 .npy ([layers, heads, dk, dv] or [.., dv, dk]); bf16 is decoded to float32.
+// For a namespace with a conv state or extra bytes, --compact and --compact-out files hold whole
+// units (each blob followed by its side state, types.proto); .npy states do not carry them.
 // The server defaults to $LEAPCACHE_SERVER, else 127.0.0.1:7470. Exit status: 0 on success
 // (health: serving), 1 on a failed call, 2 on bad usage.
 #include <cstdio>
@@ -56,6 +59,7 @@ constexpr char kUsage[] =
     "  register --tenant T --layers L --heads H [--dk 128] [--dv 128] [--kind gdn|kda]\n"
     "           [--codec leap|fp32|bf16|fp16|int-row|int-col] [--bits 8] [--p 16] [--r 4]\n"
     "           [--smoothing true] [--flops-per-token F]\n"
+    "           [--conv-channels C --conv-width W [--conv-dtype bf16|fp16|fp32]] [--extra-bytes N]\n"
     "  put      --namespace N KEY (--state S.npy [--state S2.npy ...] [--layout kv|vk]\n"
     "                              | --compact BLOBS.bin) [--heads B:E] [--ttl 30s]\n"
     "  lookup   --namespace N CHAIN --block-tokens N [--heads B:E] [--max-depth D]\n"
@@ -200,11 +204,35 @@ absl::Status Register(Client& c, const Args& args) {
   spec.format.r = static_cast<int>(*r);
   spec.format.smoothing = *smoothing;
   spec.flops_per_token = *flops;
+  // The conv state and extra bytes stored with every (layer, head) (types.proto ConvShape).
+  absl::StatusOr<int64_t> conv_channels = args.Int("conv-channels", 0),
+                          conv_width = args.Int("conv-width", 0),
+                          extra_bytes = args.Int("extra-bytes", 0);
+  for (const auto* v : {&conv_channels, &conv_width, &extra_bytes}) {
+    if (!v->ok()) return v->status();
+  }
+  if (*conv_channels != 0 || *conv_width != 0) {
+    const std::string dtype = args.Get("conv-dtype", "bf16");
+    client::ConvShape conv{static_cast<int>(*conv_channels), static_cast<int>(*conv_width)};
+    if (dtype == "bf16") {
+      conv.dtype = client::ConvDType::kBf16;
+    } else if (dtype == "fp16") {
+      conv.dtype = client::ConvDType::kFp16;
+    } else if (dtype == "fp32") {
+      conv.dtype = client::ConvDType::kFp32;
+    } else {
+      return absl::InvalidArgumentError("--conv-dtype must be bf16, fp16 or fp32");
+    }
+    spec.model.conv = conv;
+  }
+  spec.model.extra_bytes = static_cast<int>(*extra_bytes);
   absl::StatusOr<client::NamespaceInfo> info = c.RegisterNamespace(spec);
   if (!info.ok()) return info.status();
-  std::printf("namespace_id: %u\nfingerprint: %s\nformat: %s\nblob_bytes: %llu\n", info->id,
-              info->fingerprint.c_str(), info->format_label.c_str(),
-              static_cast<unsigned long long>(info->blob_bytes));
+  std::printf(
+      "namespace_id: %u\nfingerprint: %s\nformat: %s\nblob_bytes: %llu\nside_bytes: %llu\n",
+      info->id, info->fingerprint.c_str(), info->format_label.c_str(),
+      static_cast<unsigned long long>(info->blob_bytes),
+      static_cast<unsigned long long>(info->side_bytes));
   return absl::OkStatus();
 }
 

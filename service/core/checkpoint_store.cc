@@ -155,7 +155,7 @@ absl::StatusOr<ReadLease> CheckpointStore::Get(NamespaceId ns, const BlockHash& 
                                             HeadRangeToString(heads), " at this hash"));
   }
   std::vector<EvictedEntry> evicted;
-  absl::StatusOr<std::vector<BlobLocation>> blobs =
+  absl::StatusOr<std::vector<UnitLocation>> blobs =
       residency_.AcquireLease(hit->entry_id, heads, &evicted);
   Unlink(evicted);
   if (!blobs.ok()) {
@@ -163,9 +163,9 @@ absl::StatusOr<ReadLease> CheckpointStore::Get(NamespaceId ns, const BlockHash& 
     return blobs.status();
   }
   counters_.get_hits.Add();
-  counters_.bytes_out.Add(blobs->size() * info->blob_bytes);
+  counters_.bytes_out.Add(blobs->size() * info->unit_bytes);
   return ReadLease(&residency_, hit->entry_id, key, hit->position, heads,
-                   info->spec.model.linear_layers, info->blob_bytes, std::move(blobs).value());
+                   info->spec.model.linear_layers, info->unit_bytes, std::move(blobs).value());
 }
 
 absl::Status CheckpointStore::Delete(NamespaceId ns, const BlockHash& hash) {

@@ -1,6 +1,7 @@
 // CheckpointStore: the cache core. It stores compressed recurrent-state checkpoints of
-// linear-attention layers keyed by (namespace, prefix block hash), one blob per (layer, head),
-// and serves "the deepest checkpoint along this chain" to serving engines. It knows neither gRPC
+// linear-attention layers keyed by (namespace, prefix block hash), one unit per (layer, head)
+// (its blob and, where the model has them, its conv state and extra bytes: NamespaceInfo), and
+// serves "the deepest checkpoint along this chain" to serving engines. It knows neither gRPC
 // nor CUDA: transports call this API, and a GPU pool plugs in as a MemoryTier.
 //
 // Engine flow:
@@ -9,8 +10,8 @@
 //   hit   = Lookup({ns, chain, my heads, max depth, block size})  // deepest committed checkpoint
 //   lease = Get(ns, chain[hit.index], my heads)                   // bytes pinned while held
 //   ... later, at a block boundary i:
-//   r = Reserve({ns, chain[i], position, my heads});  write r.blobs or Upload(r.id, ...);
-//   Commit(r.id, CRC-32C of the blobs in (layer, head) order)    // visible atomically
+//   r = Reserve({ns, chain[i], position, my heads});  write r.units or Upload(r.id, ...);
+//   Commit(r.id, CRC-32C of the units in (layer, head) order)    // visible atomically
 //
 // Contracts:
 //  - A head range becomes visible only when its Commit succeeds, all of it at once, after every
@@ -68,22 +69,24 @@ struct PutRequest {
   absl::Duration ttl = absl::ZeroDuration();
 };
 
-// Where a reserved put's bytes go: blob b = layer * heads.size() + (head - heads.begin), each
-// blob_bytes long. Writing through `blobs` and calling Upload are equivalent.
-// REQUIRES (writers through `blobs`): stop writing before the deadline and before Commit or
+// Where a reserved put's bytes go: unit u = layer * heads.size() + (head - heads.begin), each
+// unit_bytes long (the blob, then the side state: NamespaceInfo). Writing through `units` and
+// calling Upload are equivalent.
+// REQUIRES (writers through `units`): stop writing before the deadline and before Commit or
 // Abort; after that the memory may belong to someone else.
 struct Reservation {
   PutId id = 0;
   absl::Time deadline;  // on the store's clock
   HeadRange heads;
   int layers = 0;
-  size_t blob_bytes = 0;
+  size_t unit_bytes = 0;
+  size_t side_bytes = 0;  // the last side_bytes of each unit; 0 without a side state
   // Empty if the reservation is in memory that is not host-addressable (use Upload).
-  std::vector<std::span<uint8_t>> blobs;
-  size_t num_blobs() const { return static_cast<size_t>(layers) * heads.size(); }
-  size_t total_bytes() const { return num_blobs() * blob_bytes; }
-  std::span<uint8_t> blob(int layer, int head) const {
-    return blobs[static_cast<size_t>(layer) * heads.size() + (head - heads.begin)];
+  std::vector<std::span<uint8_t>> units;
+  size_t num_units() const { return static_cast<size_t>(layers) * heads.size(); }
+  size_t total_bytes() const { return num_units() * unit_bytes; }
+  std::span<uint8_t> unit(int layer, int head) const {
+    return units[static_cast<size_t>(layer) * heads.size() + (head - heads.begin)];
   }
 };
 

@@ -65,15 +65,15 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
   LC_RETURN_IF_ERROR(index_.BeginPut(key, request.position, request.heads,
                                      [this](uint64_t id) { return residency_.IsLive(id); }));
 
-  const size_t blobs = ns->Blobs(request.heads);
+  const size_t units = ns->Units(request.heads);
   std::vector<EvictedEntry> evicted;
   const uint64_t reclaimed_before = reclaimed_puts_.load();
-  absl::StatusOr<Placement> placement = residency_.Reserve(*ns, blobs, &evicted);
+  absl::StatusOr<Placement> placement = residency_.Reserve(*ns, units, &evicted);
   if (!placement.ok() && absl::IsResourceExhausted(placement.status())) {
     // Expired puts, reaped here or by anyone since the first try, may have given memory back.
     ReapExpiredPuts();
     if (reclaimed_puts_.load() != reclaimed_before) {
-      placement = residency_.Reserve(*ns, blobs, &evicted);
+      placement = residency_.Reserve(*ns, units, &evicted);
     }
   }
   Unlink(evicted);
@@ -94,13 +94,14 @@ absl::StatusOr<Reservation> CheckpointStore::ReserveImpl(const PutRequest& reque
   r.deadline = put->deadline;
   r.heads = request.heads;
   r.layers = ns->spec.model.linear_layers;
-  r.blob_bytes = ns->blob_bytes;
+  r.unit_bytes = ns->unit_bytes;
+  r.side_bytes = ns->side_bytes;
   const MemoryTier& tier = residency_.tier(put->placement.tier);
   if (tier.HostAddress(put->placement.pages.front()) != nullptr) {
-    r.blobs.reserve(blobs);
-    for (size_t b = 0; b < blobs; ++b) {
+    r.units.reserve(units);
+    for (size_t b = 0; b < units; ++b) {
       uint8_t* base = tier.HostAddress(put->placement.PageOf(b));
-      r.blobs.emplace_back(base + put->placement.OffsetOf(b), ns->blob_bytes);
+      r.units.emplace_back(base + put->placement.OffsetOf(b), ns->unit_bytes);
     }
   }
   absl::Status admitted;
@@ -167,7 +168,7 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
     if (put->state == PendingPut::State::kCommitting) {
       return absl::FailedPreconditionError(absl::StrCat("put ", id, " is being committed"));
     }
-    const size_t total = put->placement.blobs * put->placement.blob_bytes;
+    const size_t total = put->placement.units * put->placement.unit_bytes;
     if (offset > total || bytes.size() > total - offset) {
       return absl::OutOfRangeError(absl::StrCat("bytes [", offset, ", ", offset + bytes.size(),
                                                 ") leave put ", id, " of ", total, " bytes"));
@@ -190,8 +191,8 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
   absl::Status st;
   for (size_t done = 0; st.ok() && done < bytes.size();) {
     const size_t pos = offset + done;
-    const size_t b = pos / pl.blob_bytes;
-    const size_t within = pos % pl.blob_bytes;
+    const size_t b = pos / pl.unit_bytes;
+    const size_t within = pos % pl.unit_bytes;
     const size_t n = std::min(bytes.size() - done, pl.ContiguousFrom(pos));
     st = tier.CopyIn(pl.PageOf(b), pl.OffsetOf(b) + within, bytes.subspan(done, n));
     done += n;
@@ -238,9 +239,9 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
     return absl::DeadlineExceededError(absl::StrCat("put ", id, " passed its deadline"));
   }
 
-  std::vector<uint32_t> blob_crcs;
-  absl::Status st = CheckPutBlobs(*put->ns, residency_.tier(put->placement.tier), put->placement,
-                                  put->heads, crc32c, &blob_crcs);
+  std::vector<uint32_t> unit_crcs;
+  absl::Status st = CheckPutUnits(*put->ns, residency_.tier(put->placement.tier), put->placement,
+                                  put->heads, crc32c, &unit_crcs);
   if (!st.ok()) {
     base::WriterLock lock(&puts_mu_);
     put->state = PendingPut::State::kOpen;  // unchanged: the caller may fix and retry, or Abort
@@ -248,10 +249,10 @@ absl::Status CheckpointStore::Commit(PutId id, uint32_t crc32c) {
     return st;
   }
 
-  const size_t bytes = put->placement.blobs * put->placement.blob_bytes;
+  const size_t bytes = put->placement.units * put->placement.unit_bytes;
   index_.CommitPut(put->key, put->heads, [&](uint64_t current_entry_id) {
     return residency_.AddPart(current_entry_id, put->key, put->position, *put->ns, put->heads,
-                              std::move(put->placement), std::move(blob_crcs));
+                              std::move(put->placement), std::move(unit_crcs));
   });
   {
     base::WriterLock lock(&puts_mu_);

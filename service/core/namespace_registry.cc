@@ -2,7 +2,9 @@
 
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -48,29 +50,91 @@ absl::Status Validate(const NamespaceSpec& s, size_t max_slot_bytes, size_t slot
                                                    " differs from the model's kind ",
                                                    StateKindName(m.kind)));
   }
+  if (m.conv.present()) {
+    const ConvShape& c = m.conv;
+    if (c.channels < 1 || c.channels > kMaxConvChannels || c.channels % m.total_heads != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "conv.channels must be in [1, ", kMaxConvChannels, "] and a multiple of total_heads ",
+          m.total_heads, " (got ", c.channels, ")"));
+    }
+    if (c.width < 1 || c.width > kMaxConvWidth) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "conv.width (conv_kernel - 1) must be in [1, ", kMaxConvWidth, "] (got ", c.width, ")"));
+    }
+    if (ConvElementBytes(c.dtype) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "conv.dtype must be fp32, bf16 or fp16 (got ", static_cast<int>(c.dtype), ")"));
+    }
+  }
+  if (m.extra_bytes < 0 || m.extra_bytes > kMaxExtraBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("extra_bytes must be in [0, ", kMaxExtraBytes,
+                                                   "] (got ", m.extra_bytes, ")"));
+  }
   if (!std::isfinite(s.flops_per_token) || s.flops_per_token < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("flops_per_token must be finite and >= 0 (got ", s.flops_per_token, ")"));
   }
   if (slot_bytes > max_slot_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", s.format.ToString(), " blob takes ",
-                                                   slot_bytes, " bytes, more than a page (",
-                                                   max_slot_bytes, " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat("a ", s.format.ToString(),
+                                                   " blob with its side state takes ", slot_bytes,
+                                                   " bytes, more than a page (", max_slot_bytes,
+                                                   " bytes)"));
   }
   return absl::OkStatus();
 }
 
-// Length-prefixed tenant, then every identity field: distinct specs give distinct keys.
+// Length-prefixed tenant, then every identity field: distinct specs give distinct keys. The side
+// state's fields follow only where present, so that the keys (and so the tags and ids) of
+// namespaces without one are those they had before side states existed.
 std::string IdentityKey(const NamespaceSpec& s) {
   const BlobSpec& f = s.format;
-  return absl::StrCat(s.tenant.size(), ":", s.tenant, "|", s.model.linear_layers, ",",
-                      s.model.total_heads, ",", s.model.dk, ",", s.model.dv, ",",
-                      static_cast<int>(s.model.kind), "|", static_cast<int>(f.codec), ",",
-                      static_cast<int>(f.kind), ",", f.dk, ",", f.dv, ",", f.bits, ",", f.p, ",",
-                      f.r, ",", f.smoothing ? 1 : 0);
+  std::string key = absl::StrCat(
+      s.tenant.size(), ":", s.tenant, "|", s.model.linear_layers, ",", s.model.total_heads, ",",
+      s.model.dk, ",", s.model.dv, ",", static_cast<int>(s.model.kind), "|",
+      static_cast<int>(f.codec), ",", static_cast<int>(f.kind), ",", f.dk, ",", f.dv, ",", f.bits,
+      ",", f.p, ",", f.r, ",", f.smoothing ? 1 : 0);
+  if (s.model.conv.present()) {
+    absl::StrAppend(&key, "|conv=", s.model.conv.channels, ",", s.model.conv.width, ",",
+                    static_cast<int>(s.model.conv.dtype));
+  }
+  if (s.model.extra_bytes != 0) absl::StrAppend(&key, "|extra=", s.model.extra_bytes);
+  return key;
+}
+
+size_t ConvBytesPerHead(const ModelFingerprint& m) {
+  if (!m.conv.present()) return 0;
+  return static_cast<size_t>(m.conv.channels / m.total_heads) * m.conv.width *
+         ConvElementBytes(m.conv.dtype);
 }
 
 }  // namespace
+
+size_t ConvElementBytes(ConvDType dtype) {
+  switch (dtype) {
+    case ConvDType::kFp32:
+      return 4;
+    case ConvDType::kBf16:
+    case ConvDType::kFp16:
+      return 2;
+    case ConvDType::kNone:
+      break;
+  }
+  return 0;
+}
+
+const char* ConvDTypeName(ConvDType dtype) {
+  switch (dtype) {
+    case ConvDType::kFp32:
+      return "fp32";
+    case ConvDType::kBf16:
+      return "bf16";
+    case ConvDType::kFp16:
+      return "fp16";
+    case ConvDType::kNone:
+      break;
+  }
+  return "none";
+}
 
 absl::Status UnknownNamespaceError(NamespaceId id) {
   return absl::NotFoundError(absl::StrCat("unknown namespace ", id));
@@ -96,12 +160,17 @@ bool SameBlobSpec(const BlobSpec& a, const BlobSpec& b) {
 }
 
 absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spec) {
-  // The layout is only defined for a valid format, so validate that part before computing it.
+  // The layout is only defined for a valid format, and the side state for a valid shape, so
+  // validate those parts before computing them.
   size_t blob_bytes = 0;
+  size_t conv_bytes = 0;
   size_t slot_bytes = 0;
   if (ValidateSpec(spec.format).ok()) {
     blob_bytes = ComputeLayout(spec.format).blob_bytes();
-    slot_bytes = (blob_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    if (Validate(spec, SIZE_MAX, 0).ok()) conv_bytes = ConvBytesPerHead(spec.model);
+    const size_t unit_bytes =
+        blob_bytes + conv_bytes + static_cast<size_t>(std::max(0, spec.model.extra_bytes));
+    slot_bytes = (unit_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
   }
   LC_RETURN_IF_ERROR(Validate(spec, max_slot_bytes_, slot_bytes));
   std::string key = IdentityKey(spec);
@@ -130,6 +199,9 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
   info->spec = spec;
   info->format_label = FormatLabel(spec.format);
   info->blob_bytes = blob_bytes;
+  info->conv_bytes = conv_bytes;
+  info->side_bytes = conv_bytes + static_cast<size_t>(spec.model.extra_bytes);
+  info->unit_bytes = blob_bytes + info->side_bytes;
   info->slot_bytes = slot_bytes;
   info->fp32_bytes_per_blob = 4ull * spec.model.dk * spec.model.dv;
   info->flops_per_token =

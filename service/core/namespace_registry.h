@@ -40,6 +40,25 @@ inline constexpr size_t kMaxNamespaces = 1 << 16;
 // 16 bytes the vectorized decode kernels load at once.
 inline constexpr size_t kSlotAlignment = 64;
 
+inline constexpr int kMaxConvChannels = 1 << 16;  // per layer; large models have < 20K
+inline constexpr int kMaxConvWidth = 16;          // conv_kernel - 1; models use 3
+inline constexpr int kMaxExtraBytes = 1 << 16;    // per (layer, head)
+
+// Element type of a short-convolution state (types.proto ConvDType; same numbers).
+enum class ConvDType : int { kNone = 0, kFp32 = 1, kBf16 = 2, kFp16 = 3 };
+size_t ConvElementBytes(ConvDType dtype);  // 0 for kNone
+const char* ConvDTypeName(ConvDType dtype);
+
+// A linear layer's short causal-convolution state (types.proto ConvShape): `channels` per layer
+// over all ranks, split evenly among the heads, `width` = conv_kernel - 1 elements each.
+struct ConvShape {
+  int channels = 0;
+  int width = 0;
+  ConvDType dtype = ConvDType::kNone;
+  // All zero: the namespace has no conv state.
+  bool present() const { return channels != 0 || width != 0 || dtype != ConvDType::kNone; }
+};
+
 // The model-side identity of a namespace: what a state of one (layer, head) is.
 struct ModelFingerprint {
   int linear_layers = 0;  // layers with a recurrent state (GDN/KDA), not the attention layers
@@ -47,6 +66,10 @@ struct ModelFingerprint {
   int dk = 0;
   int dv = 0;
   StateKind kind = StateKind::kGdn;
+  // The side state stored after each (layer, head)'s blob, as given: its share of the layer's
+  // conv state, then `extra_bytes` opaque bytes. Both absent for a model without them.
+  ConvShape conv;
+  int extra_bytes = 0;
 };
 
 struct NamespaceSpec {
@@ -62,25 +85,33 @@ struct NamespaceSpec {
 };
 
 // Everything the store derives from a spec once, at registration.
+//
+// What the store keeps per (layer, head) is a unit: the v1 blob (blob_bytes), then the head's
+// side state (side_bytes: its conv channels x width elements, then the extra bytes; 0 for a
+// model without either). Puts, gets, leases and pages deal in units; only the commit check
+// (blob_check.h) and the codecs look inside one.
 struct NamespaceInfo {
   NamespaceId id = 0;
   uint64_t tag = 0;  // NamespaceTag(spec)
   NamespaceSpec spec;
   std::string format_label;          // metrics label: "leap8", "int-row4", "fp32", ...
   size_t blob_bytes = 0;             // ComputeLayout(format).blob_bytes()
-  size_t slot_bytes = 0;             // blob_bytes rounded up to kSlotAlignment
+  size_t conv_bytes = 0;             // one head's conv state: channels / heads x width x element
+  size_t side_bytes = 0;             // conv_bytes + extra_bytes
+  size_t unit_bytes = 0;             // blob_bytes + side_bytes
+  size_t slot_bytes = 0;             // unit_bytes rounded up to kSlotAlignment
   uint64_t fp32_bytes_per_blob = 0;  // dk * dv * 4: what an engine keeps per (layer, head)
   // spec.flops_per_token if given, else 8 * dk * dv * total_heads * linear_layers: per head and
   // token the delta rule reads S^T k, adds k u^T, decays S and reads out S^T q, ~8 dk dv FLOPs.
   double flops_per_token = 0;
-  // Blobs of a checkpoint's head range (all layers).
-  size_t Blobs(HeadRange heads) const {
+  // Units of a checkpoint's head range (all layers).
+  size_t Units(HeadRange heads) const {
     return static_cast<size_t>(spec.model.linear_layers) * static_cast<size_t>(heads.size());
   }
   // Bytes of a complete checkpoint (every layer and head), the denominator of the state-aware
   // policy's value: compressed formats save the same compute in fewer bytes.
   double CheckpointBytes() const {
-    return static_cast<double>(blob_bytes) * spec.model.linear_layers * spec.model.total_heads;
+    return static_cast<double>(unit_bytes) * spec.model.linear_layers * spec.model.total_heads;
   }
 };
 
@@ -99,7 +130,7 @@ bool SameBlobSpec(const BlobSpec& a, const BlobSpec& b);
 
 class NamespaceRegistry {
  public:
-  // `max_slot_bytes`: the smallest page of any memory tier; a blob must fit in one page.
+  // `max_slot_bytes`: the smallest page of any memory tier; a unit must fit in one page.
   // `per_tenant`: namespaces one tenant may register (0: no limit but kMaxNamespaces).
   explicit NamespaceRegistry(size_t max_slot_bytes, size_t per_tenant = 0)
       : max_slot_bytes_(max_slot_bytes), per_tenant_(per_tenant) {}
@@ -107,9 +138,10 @@ class NamespaceRegistry {
   NamespaceRegistry& operator=(const NamespaceRegistry&) = delete;
 
   // INVALID_ARGUMENT naming the field: empty or too long tenant, or one with a byte outside
-  // printable ASCII or a space; layers or heads out of range;
-  // an invalid format; format dk/dv/kind differing from the model's; a negative or non-finite
-  // flops hint; a blob larger than a page. RESOURCE_EXHAUSTED past kMaxNamespaces, or past the
+  // printable ASCII or a space; layers or heads out of range; a conv state with channels out of
+  // range or not a multiple of the heads, a width out of range or no dtype; extra bytes out of
+  // range; an invalid format; format dk/dv/kind differing from the model's; a negative or
+  // non-finite flops hint; a unit larger than a page. RESOURCE_EXHAUSTED past kMaxNamespaces, or past the
   // tenant's quota of namespaces.
   absl::StatusOr<NamespaceId> Register(const NamespaceSpec& spec);
 

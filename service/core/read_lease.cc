@@ -10,16 +10,16 @@
 namespace leapcache::core {
 
 ReadLease::ReadLease(ResidencyTable* table, uint64_t entry_id, CheckpointKey key, Position position,
-                     HeadRange heads, int layers, size_t blob_bytes,
-                     std::vector<BlobLocation> blobs)
+                     HeadRange heads, int layers, size_t unit_bytes,
+                     std::vector<UnitLocation> units)
     : table_(table),
       entry_id_(entry_id),
       key_(key),
       position_(position),
       heads_(heads),
       layers_(layers),
-      blob_bytes_(blob_bytes),
-      blobs_(std::move(blobs)) {}
+      unit_bytes_(unit_bytes),
+      units_(std::move(units)) {}
 
 ReadLease::ReadLease(ReadLease&& other) noexcept { *this = std::move(other); }
 
@@ -32,43 +32,43 @@ ReadLease& ReadLease::operator=(ReadLease&& other) noexcept {
     position_ = other.position_;
     heads_ = other.heads_;
     layers_ = other.layers_;
-    blob_bytes_ = other.blob_bytes_;
-    blobs_ = std::move(other.blobs_);
-    other.blobs_.clear();
+    unit_bytes_ = other.unit_bytes_;
+    units_ = std::move(other.units_);
+    other.units_.clear();
   }
   return *this;
 }
 
 void ReadLease::Release() {
   if (table_ == nullptr) return;
-  blobs_.clear();  // the locations are meaningless once the bytes may move
+  units_.clear();  // the locations are meaningless once the bytes may move
   std::exchange(table_, nullptr)->ReleaseLease(entry_id_);
 }
 
 bool ReadLease::host_addressable() const {
-  return valid() && std::all_of(blobs_.begin(), blobs_.end(),
-                                [](const BlobLocation& b) { return b.host != nullptr; });
+  return valid() && std::all_of(units_.begin(), units_.end(),
+                                [](const UnitLocation& b) { return b.host != nullptr; });
 }
 
-uint32_t ReadLease::BlobCrc(int layer, int head) const {
+uint32_t ReadLease::UnitCrc(int layer, int head) const {
   LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
            "ReadLease::BlobCrc outside the lease");
-  return blobs_[IndexOf(layer, head)].crc32c;
+  return units_[IndexOf(layer, head)].crc32c;
 }
 
 int ReadLease::cuda_device() const {
-  if (!valid() || blobs_.empty()) return -1;
-  const int device = blobs_.front().tier->cuda_device();
-  for (const BlobLocation& b : blobs_) {
+  if (!valid() || units_.empty()) return -1;
+  const int device = units_.front().tier->cuda_device();
+  for (const UnitLocation& b : units_) {
     if (b.tier->cuda_device() != device || b.tier->DeviceAddress(b.page) == nullptr) return -1;
   }
   return device;
 }
 
-const uint8_t* ReadLease::DeviceBlob(int layer, int head) const {
+const uint8_t* ReadLease::DeviceUnit(int layer, int head) const {
   LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
            "ReadLease::DeviceBlob outside the lease");
-  const BlobLocation& b = blobs_[IndexOf(layer, head)];
+  const UnitLocation& b = units_[IndexOf(layer, head)];
   const uint8_t* page = b.tier->DeviceAddress(b.page);
   LC_CHECK(page != nullptr, "ReadLease::DeviceBlob on memory that is not on a device");
   return page + b.offset;
@@ -78,25 +78,25 @@ size_t ReadLease::IndexOf(int layer, int head) const {
   return static_cast<size_t>(layer) * heads_.size() + (head - heads_.begin);
 }
 
-std::span<const uint8_t> ReadLease::Blob(int layer, int head) const {
+std::span<const uint8_t> ReadLease::Unit(int layer, int head) const {
   LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
            "ReadLease::Blob outside the lease");
-  const BlobLocation& b = blobs_[IndexOf(layer, head)];
+  const UnitLocation& b = units_[IndexOf(layer, head)];
   LC_CHECK(b.host != nullptr, "ReadLease::Blob on memory that is not host-addressable");
-  return {b.host, blob_bytes_};
+  return {b.host, unit_bytes_};
 }
 
-absl::Status ReadLease::CopyBlob(int layer, int head, std::span<uint8_t> dst) const {
+absl::Status ReadLease::CopyUnit(int layer, int head, std::span<uint8_t> dst) const {
   if (!valid()) return absl::FailedPreconditionError("lease is released");
   if (layer < 0 || layer >= layers_ || !heads_.Contains(head)) {
     return absl::InvalidArgumentError(
         absl::StrCat("(layer ", layer, ", head ", head, ") is outside the lease"));
   }
-  if (dst.size() != blob_bytes_) {
+  if (dst.size() != unit_bytes_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("destination is ", dst.size(), " bytes, a blob is ", blob_bytes_));
+        absl::StrCat("destination is ", dst.size(), " bytes, a unit is ", unit_bytes_));
   }
-  const BlobLocation& b = blobs_[IndexOf(layer, head)];
+  const UnitLocation& b = units_[IndexOf(layer, head)];
   return b.tier->CopyOut(b.page, b.offset, dst);
 }
 
@@ -106,32 +106,32 @@ absl::Status ReadLease::CopyAll(std::span<uint8_t> dst) const {
     return absl::InvalidArgumentError(
         absl::StrCat("destination is ", dst.size(), " bytes, the lease holds ", total_bytes()));
   }
-  return CopyBlobs(0, blobs_.size(), dst);
+  return CopyUnits(0, units_.size(), dst);
 }
 
-absl::Status ReadLease::CopyBlobs(size_t first, size_t n, std::span<uint8_t> dst) const {
+absl::Status ReadLease::CopyUnits(size_t first, size_t n, std::span<uint8_t> dst) const {
   if (!valid()) return absl::FailedPreconditionError("lease is released");
-  if (first > blobs_.size() || n > blobs_.size() - first) {
-    return absl::InvalidArgumentError(absl::StrCat("blobs [", first, ", ", first + n,
-                                                   ") leave the lease's ", blobs_.size()));
+  if (first > units_.size() || n > units_.size() - first) {
+    return absl::InvalidArgumentError(absl::StrCat("units [", first, ", ", first + n,
+                                                   ") leave the lease's ", units_.size()));
   }
-  if (dst.size() != n * blob_bytes_) {
+  if (dst.size() != n * unit_bytes_) {
     return absl::InvalidArgumentError(absl::StrCat("destination is ", dst.size(), " bytes, ", n,
-                                                   " blobs are ", n * blob_bytes_));
+                                                   " units are ", n * unit_bytes_));
   }
   for (size_t i = 0; i < n;) {
-    const BlobLocation& b = blobs_[first + i];
+    const UnitLocation& b = units_[first + i];
     size_t run = 1;
     while (i + run < n) {
-      const BlobLocation& next = blobs_[first + i + run];
+      const UnitLocation& next = units_[first + i + run];
       if (next.tier != b.tier || next.page != b.page ||
-          next.offset != b.offset + run * blob_bytes_) {
+          next.offset != b.offset + run * unit_bytes_) {
         break;
       }
       ++run;
     }
     LC_RETURN_IF_ERROR(
-        b.tier->CopyOut(b.page, b.offset, dst.subspan(i * blob_bytes_, run * blob_bytes_)));
+        b.tier->CopyOut(b.page, b.offset, dst.subspan(i * unit_bytes_, run * unit_bytes_)));
     i += run;
   }
   return absl::OkStatus();

@@ -44,10 +44,10 @@ size_t ResidencyTable::FreePages(int tier) const {
 Placement ResidencyTable::Layout(int tier, const NamespaceInfo& ns, size_t blobs) const {
   Placement p;
   p.tier = tier;
-  p.blobs = blobs;
-  p.blob_bytes = ns.blob_bytes;
+  p.units = blobs;
+  p.unit_bytes = ns.unit_bytes;
   p.slot_bytes = ns.slot_bytes;
-  p.blobs_per_page = tiers_[tier]->page_bytes() / ns.slot_bytes;
+  p.units_per_page = tiers_[tier]->page_bytes() / ns.slot_bytes;
   return p;
 }
 
@@ -65,10 +65,10 @@ void ResidencyTable::Account(int sign, const NamespaceInfo& ns, const Placement&
   const auto apply = [sign](uint64_t& field, uint64_t amount) {
     field = sign > 0 ? field + amount : field - amount;
   };
-  apply(u.blobs, p.blobs);
+  apply(u.blobs, p.units);
   apply(u.physical, p.pages.size() * tiers_[p.tier]->page_bytes());
-  apply(u.stored, p.blobs * p.blob_bytes);
-  apply(u.fp32, p.blobs * ns.fp32_bytes_per_blob);
+  apply(u.stored, p.units * p.unit_bytes);
+  apply(u.fp32, p.units * ns.fp32_bytes_per_blob);
   apply(tenants_[ns.spec.tenant].bytes, PlacementBytes(p));
 }
 
@@ -207,7 +207,7 @@ bool ResidencyTable::MoveParts(Resident* r, int from, int to, std::vector<Evicte
   for (Part& part : r->parts) {
     if (part.placement.tier != from) continue;
     moving.push_back(&part);
-    need += PagesFor(part.placement.blobs, part.placement.slot_bytes, tiers_[to]->page_bytes());
+    need += PagesFor(part.placement.units, part.placement.slot_bytes, tiers_[to]->page_bytes());
   }
   if (moving.empty()) return true;
   if (!MakeRoom(to, need, evicted).ok()) return false;
@@ -218,13 +218,13 @@ bool ResidencyTable::MoveParts(Resident* r, int from, int to, std::vector<Evicte
   size_t next = 0;
   for (Part* part : moving) {
     const Placement& old = part->placement;
-    Placement p = Layout(to, *r->ns, old.blobs);
-    const size_t n = PagesFor(old.blobs, old.slot_bytes, tiers_[to]->page_bytes());
+    Placement p = Layout(to, *r->ns, old.units);
+    const size_t n = PagesFor(old.units, old.slot_bytes, tiers_[to]->page_bytes());
     p.pages.assign(pages.begin() + next, pages.begin() + next + n);
     next += n;
-    for (size_t b = 0; b < old.blobs; ++b) {
+    for (size_t b = 0; b < old.units; ++b) {
       absl::Status st = CopyBetweenTiers(*tiers_[from], old.PageOf(b), old.OffsetOf(b), *tiers_[to],
-                                         p.PageOf(b), p.OffsetOf(b), old.blob_bytes);
+                                         p.PageOf(b), p.OffsetOf(b), old.unit_bytes);
       if (!st.ok()) {
         tiers_[to]->Free(pages);
         return false;
@@ -249,7 +249,7 @@ size_t ResidencyTable::PagesToMove(const Resident& r, int from, int to) const {
   size_t need = 0;
   for (const Part& part : r.parts) {
     if (part.placement.tier == from) {
-      need += PagesFor(part.placement.blobs, part.placement.slot_bytes, tiers_[to]->page_bytes());
+      need += PagesFor(part.placement.units, part.placement.slot_bytes, tiers_[to]->page_bytes());
     }
   }
   return need;
@@ -275,11 +275,11 @@ bool ResidencyTable::Promote(Resident* r, std::vector<EvictedEntry>* evicted) {
     for (Part& part : r->parts) {
       if (part.placement.tier != t) continue;
       const Placement& p = part.placement;
-      std::vector<uint8_t> bytes(p.blobs * p.blob_bytes);
-      for (size_t b = 0; ok && b < p.blobs; ++b) {
+      std::vector<uint8_t> bytes(p.units * p.unit_bytes);
+      for (size_t b = 0; ok && b < p.units; ++b) {
         ok = tiers_[t]
                  ->CopyOut(p.PageOf(b), p.OffsetOf(b),
-                           std::span<uint8_t>(bytes).subspan(b * p.blob_bytes, p.blob_bytes))
+                           std::span<uint8_t>(bytes).subspan(b * p.unit_bytes, p.unit_bytes))
                  .ok();
       }
       moving.push_back(&part);
@@ -299,14 +299,14 @@ bool ResidencyTable::Promote(Resident* r, std::vector<EvictedEntry>* evicted) {
     if (st.ok()) st = tiers_[0]->Allocate(need, &pages);
     size_t next = 0;
     for (size_t i = 0; st.ok() && i < moving.size(); ++i) {
-      Placement p = Layout(0, *r->ns, moving[i]->placement.blobs);
-      const size_t n = PagesFor(p.blobs, p.slot_bytes, tiers_[0]->page_bytes());
+      Placement p = Layout(0, *r->ns, moving[i]->placement.units);
+      const size_t n = PagesFor(p.units, p.slot_bytes, tiers_[0]->page_bytes());
       p.pages.assign(pages.begin() + next, pages.begin() + next + n);
       next += n;
-      for (size_t b = 0; st.ok() && b < p.blobs; ++b) {
+      for (size_t b = 0; st.ok() && b < p.units; ++b) {
         st = tiers_[0]->CopyIn(
             p.PageOf(b), p.OffsetOf(b),
-            std::span<const uint8_t>(staged[i]).subspan(b * p.blob_bytes, p.blob_bytes));
+            std::span<const uint8_t>(staged[i]).subspan(b * p.unit_bytes, p.unit_bytes));
       }
       moving[i]->placement = std::move(p);
       Account(+1, *r->ns, moving[i]->placement);
@@ -319,7 +319,7 @@ bool ResidencyTable::Promote(Resident* r, std::vector<EvictedEntry>* evicted) {
         tiers_[0]->Free(std::span<const PageId>(pages).subspan(next));
       }
       for (Part* part : moving) {
-        if (part->placement.tier != 0) part->placement.blobs = 0;
+        if (part->placement.tier != 0) part->placement.units = 0;
       }
       r->busy = 0;
       Drop(r, evicted);
@@ -361,7 +361,7 @@ absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_
     absl::StrAppend(&why, why.empty() ? "" : "; ", st.message());
   }
   return absl::ResourceExhaustedError(
-      absl::StrCat("no tier can hold ", blobs, " blobs of ", ns.blob_bytes, " bytes: ", why));
+      absl::StrCat("no tier can hold ", blobs, " units of ", ns.unit_bytes, " bytes: ", why));
 }
 
 void ResidencyTable::ReleaseReservation(const NamespaceInfo& ns, const Placement& placement) {
@@ -407,7 +407,7 @@ bool ResidencyTable::IsLive(uint64_t entry_id) const {
   return FindLive(entry_id) != nullptr;
 }
 
-absl::StatusOr<std::vector<BlobLocation>> ResidencyTable::AcquireLease(
+absl::StatusOr<std::vector<UnitLocation>> ResidencyTable::AcquireLease(
     uint64_t entry_id, HeadRange heads, std::vector<EvictedEntry>* evicted) {
   base::WriterLock lock(&mu_);
   Resident* r = FindLive(entry_id);
@@ -430,7 +430,7 @@ absl::StatusOr<std::vector<BlobLocation>> ResidencyTable::AcquireLease(
   Touch(r);
 
   const int layers = r->ns->spec.model.linear_layers;
-  std::vector<BlobLocation> blobs;
+  std::vector<UnitLocation> blobs;
   blobs.reserve(static_cast<size_t>(layers) * heads.size());
   for (int layer = 0; layer < layers; ++layer) {
     for (int h = heads.begin; h < heads.end; ++h) {
@@ -440,7 +440,7 @@ absl::StatusOr<std::vector<BlobLocation>> ResidencyTable::AcquireLease(
       }
       const Placement& pl = part->placement;
       const size_t i = static_cast<size_t>(layer) * part->heads.size() + (h - part->heads.begin);
-      BlobLocation loc;
+      UnitLocation loc;
       loc.tier = tiers_[pl.tier].get();
       loc.page = pl.PageOf(i);
       loc.offset = pl.OffsetOf(i);

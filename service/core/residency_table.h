@@ -4,9 +4,9 @@
 // by id; this table is authoritative about whether an entry still lives.
 //
 // Memory scheme (a page allocator, chosen over per-size slab classes): every tier is a pool of
-// equal pages; a placement (one put's blobs, later one committed part of a checkpoint) owns whole
-// pages and packs its blobs into them at a fixed slot size (blob rounded up to 64 bytes), never
-// across a page boundary. Pages are the only allocation unit, so
+// equal pages; a placement (one put's units, later one committed part of a checkpoint) owns whole
+// pages and packs its units (blob and side state) into them at a fixed slot size (unit rounded up
+// to 64 bytes), never across a page boundary. Pages are the only allocation unit, so
 //  - there is no external fragmentation: any free page serves any namespace, and freeing an entry
 //    returns whole pages (slab classes would strand free slots in another size's slabs and make
 //    "will this put fit after eviction?" depend on which slabs empty out);
@@ -57,39 +57,40 @@
 
 namespace leapcache::core {
 
-// One set of blobs packed into whole pages of one tier.
+// One set of units (a (layer, head)'s blob and side state, namespace_registry.h) packed into
+// whole pages of one tier.
 struct Placement {
   int tier = -1;
-  size_t blobs = 0;
-  size_t blob_bytes = 0;
+  size_t units = 0;
+  size_t unit_bytes = 0;
   size_t slot_bytes = 0;
-  size_t blobs_per_page = 0;
+  size_t units_per_page = 0;
   std::vector<PageId> pages;
-  PageId PageOf(size_t blob) const { return pages[blob / blobs_per_page]; }
-  size_t OffsetOf(size_t blob) const { return (blob % blobs_per_page) * slot_bytes; }
-  // How many of the placement's bytes from byte `pos` (in blob order, padding excluded) lie
-  // contiguously in one page: to the end of the blob, or of the page's run of blobs when slots
-  // have no padding. One copy each, instead of one per blob, for tiers where a copy has a fixed
-  // cost (device memory). REQUIRES: pos < blobs * blob_bytes.
+  PageId PageOf(size_t unit) const { return pages[unit / units_per_page]; }
+  size_t OffsetOf(size_t unit) const { return (unit % units_per_page) * slot_bytes; }
+  // How many of the placement's bytes from byte `pos` (in unit order, padding excluded) lie
+  // contiguously in one page: to the end of the unit, or of the page's run of units when slots
+  // have no padding. One copy each, instead of one per unit, for tiers where a copy has a fixed
+  // cost (device memory). REQUIRES: pos < units * unit_bytes.
   size_t ContiguousFrom(size_t pos) const {
-    const size_t blob = pos / blob_bytes;
-    const size_t run_end = slot_bytes == blob_bytes
-                               ? std::min(blobs, (blob / blobs_per_page + 1) * blobs_per_page)
-                               : blob + 1;
-    return run_end * blob_bytes - pos;
+    const size_t unit = pos / unit_bytes;
+    const size_t run_end = slot_bytes == unit_bytes
+                               ? std::min(units, (unit / units_per_page + 1) * units_per_page)
+                               : unit + 1;
+    return run_end * unit_bytes - pos;
   }
 };
 
-// Pages that `blobs` slots of `slot_bytes` need. REQUIRES: 0 < slot_bytes <= page_bytes.
-size_t PagesFor(size_t blobs, size_t slot_bytes, size_t page_bytes);
+// Pages that `units` slots of `slot_bytes` need. REQUIRES: 0 < slot_bytes <= page_bytes.
+size_t PagesFor(size_t units, size_t slot_bytes, size_t page_bytes);
 
-// Where one blob of a lease lives.
-struct BlobLocation {
+// Where one unit of a lease lives.
+struct UnitLocation {
   const MemoryTier* tier = nullptr;
   PageId page = 0;
   size_t offset = 0;
   const uint8_t* host = nullptr;  // nullptr if the tier is not host-addressable
-  uint32_t crc32c = 0;             // of the blob's bytes, recorded at commit
+  uint32_t crc32c = 0;             // of the unit's bytes, recorded at commit
 };
 
 // An entry dropped from the cache, to be unlinked from the index.
@@ -133,7 +134,7 @@ class ResidencyTable {
   // Takes a read lease on `heads` of a live entry and returns its blobs in (layer, head) order;
   // promotes it to tier 0 first when configured and unleased. NOT_FOUND if the entry is gone or
   // does not hold every head of `heads`.
-  absl::StatusOr<std::vector<BlobLocation>> AcquireLease(uint64_t entry_id, HeadRange heads,
+  absl::StatusOr<std::vector<UnitLocation>> AcquireLease(uint64_t entry_id, HeadRange heads,
                                                          std::vector<EvictedEntry>* evicted);
   // REQUIRES: a lease taken by AcquireLease and not yet released.
   void ReleaseLease(uint64_t entry_id);

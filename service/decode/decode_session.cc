@@ -171,18 +171,21 @@ absl::StatusOr<core::Position> DecodeSession::Load(int slot, const core::BlockHa
   LC_ASSIGN_OR_RETURN(core::ReadLease lease, store_->Get(info_.ns, hash, info_.heads));
   std::vector<std::vector<uint8_t>> copies;
   std::vector<std::span<const uint8_t>> blobs;
-  blobs.reserve(lease.num_blobs());
+  blobs.reserve(lease.num_units());
   const bool in_place = lease.host_addressable();
-  if (!in_place) copies.resize(lease.num_blobs());
+  if (!in_place) copies.resize(lease.num_units());
+  // The backend takes each unit's blob; a side state (the engine's conv state) stays with the
+  // engine, which runs the convolutions itself.
+  const size_t blob_bytes = lease.unit_bytes() - info_.side_bytes;
   for (int l = 0; l < lease.layers(); ++l) {
     for (int h = info_.heads.begin; h < info_.heads.end; ++h) {
       if (in_place) {
-        blobs.push_back(lease.Blob(l, h));
+        blobs.push_back(lease.Unit(l, h).first(blob_bytes));
       } else {
         std::vector<uint8_t>& c = copies[blobs.size()];
-        c.resize(lease.blob_bytes());
-        LC_RETURN_IF_ERROR(lease.CopyBlob(l, h, c));
-        blobs.push_back(c);
+        c.resize(lease.unit_bytes());
+        LC_RETURN_IF_ERROR(lease.CopyUnit(l, h, c));
+        blobs.push_back(std::span<const uint8_t>(c).first(blob_bytes));
       }
     }
   }
@@ -208,14 +211,21 @@ absl::Status DecodeSession::Commit(int slot, const core::BlockHash& hash,
   put.hash = hash;
   put.position = position;
   put.heads = info_.heads;
+  if (info_.side_bytes > 0) {
+    // The side state (conv state, extra bytes) lives in the engine: a checkpoint of this
+    // namespace without it would resume wrongly, so the engine puts it with the side state.
+    return absl::FailedPreconditionError(
+        "the namespace's checkpoints carry a side state (conv state or extra bytes) that the "
+        "decode service does not hold: put the checkpoint from the engine instead");
+  }
   LC_ASSIGN_OR_RETURN(core::Reservation r, store_->Reserve(put));
   uint32_t crc = 0;
   size_t offset = 0;
   absl::Status st;
   for (const std::vector<uint8_t>& blob : blobs) {
-    if (blob.size() != r.blob_bytes) {
+    if (blob.size() != r.unit_bytes) {
       st = absl::InternalError(absl::StrCat("exported blob of ", blob.size(),
-                                            " bytes, the store expects ", r.blob_bytes));
+                                            " bytes, the store expects ", r.unit_bytes));
       break;
     }
     st = store_->Upload(r.id, offset, blob);

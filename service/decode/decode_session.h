@@ -35,6 +35,8 @@ struct SessionInfo {
   DecodeShape shape;
   const char* backend = "";
   size_t state_bytes = 0;
+  // Of each stored unit of the namespace (its conv state and extra bytes), which the engine keeps.
+  size_t side_bytes = 0;
 };
 
 class DecodeSession {

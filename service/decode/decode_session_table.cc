@@ -132,6 +132,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
   info.shape = shape;
   info.backend = (*backend)->name();
   info.state_bytes = (*backend)->state_bytes();
+  info.side_bytes = ns.side_bytes;
   reserved_bytes_ += info.state_bytes;
   sessions_[info.id] = std::make_shared<DecodeSession>(info, *std::move(backend), store_);
   tenant_of_[info.id] = ns.spec.tenant;

@@ -20,14 +20,15 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
   shape.heads = lease.heads();
   shape.layers = lease.layers();
   shape.format = ns.spec.format;
-  shape.blob_bytes = lease.blob_bytes();
+  shape.blob_bytes = ns.blob_bytes;
+  shape.side_bytes = ns.side_bytes;
   shape.dense = request.dense;
-  const uint64_t item_bytes =
-      request.dense.has_value()
-          ? DenseStateBytes(*request.dense, ns.spec.model.dk, ns.spec.model.dv)
-          : lease.blob_bytes();
-  shape.state_bytes = request.dense.has_value() ? item_bytes : 0;
-  shape.total_bytes = lease.num_blobs() * item_bytes;
+  shape.state_bytes = request.dense.has_value()
+                          ? DenseStateBytes(*request.dense, ns.spec.model.dk, ns.spec.model.dv)
+                          : 0;
+  shape.unit_bytes =
+      (request.dense.has_value() ? shape.state_bytes : shape.blob_bytes) + shape.side_bytes;
+  shape.total_bytes = lease.num_units() * shape.unit_bytes;
   return std::unique_ptr<CheckpointReader>(new CheckpointReader(
       std::move(lease), shape, decoder != nullptr ? *decoder : CpuStateDecoder()));
 }
@@ -41,75 +42,86 @@ std::string CheckpointReader::Describe(size_t i) const {
 }
 
 absl::Status CheckpointReader::LoadNext() {
-  const size_t items = lease_.num_blobs();
+  const size_t items = lease_.num_units();
   const size_t first = next_item_;
   const bool in_place = lease_.host_addressable();
+  const size_t stored = lease_.unit_bytes();
+  const auto unit_in_place = [&](size_t i) {
+    return lease_.Unit(static_cast<int>(i / shape_.heads.size()),
+                       shape_.heads.begin + static_cast<int>(i % shape_.heads.size()));
+  };
   if (!shape_.dense.has_value()) {
     if (in_place) {
-      current_ = lease_.Blob(static_cast<int>(first / shape_.heads.size()),
-                             shape_.heads.begin + static_cast<int>(first % shape_.heads.size()));
+      current_ = unit_in_place(first);
       next_item_ = first + 1;
     } else {
-      // Memory that is not host-addressable: a batch of blobs, in as few copies as they allow.
+      // Memory that is not host-addressable: a batch of units, in as few copies as they allow.
       const size_t n = std::min(kCopyBatch, items - first);
-      blobs_.resize(n * shape_.blob_bytes);
-      LC_RETURN_IF_ERROR(lease_.CopyBlobs(first, n, blobs_));
-      current_ = blobs_;
+      units_.resize(n * stored);
+      LC_RETURN_IF_ERROR(lease_.CopyUnits(first, n, units_));
+      current_ = units_;
       next_item_ = first + n;
     }
     within_ = 0;
     return absl::OkStatus();
   }
   const size_t n = std::min(decoder_.BatchFor(shape_.format), items - first);
-  // The decoder sees the batch's blobs together: in place, or copied out of memory that is not
+  // The decoder sees the batch's units together: in place, or copied out of memory that is not
   // host-addressable in as few copies as they allow.
-  std::vector<std::span<const uint8_t>> blobs(n);
+  std::vector<std::span<const uint8_t>> units(n);
   if (!in_place) {
-    blobs_.resize(n * shape_.blob_bytes);
-    LC_RETURN_IF_ERROR(lease_.CopyBlobs(first, n, blobs_));
+    units_.resize(n * stored);
+    LC_RETURN_IF_ERROR(lease_.CopyUnits(first, n, units_));
   }
   for (size_t k = 0; k < n; ++k) {
-    const size_t i = first + k;
-    blobs[k] =
-        in_place
-            ? lease_.Blob(static_cast<int>(i / shape_.heads.size()),
-                          shape_.heads.begin + static_cast<int>(i % shape_.heads.size()))
-            : std::span<const uint8_t>(blobs_).subspan(k * shape_.blob_bytes, shape_.blob_bytes);
+    units[k] = in_place ? unit_in_place(first + k)
+                        : std::span<const uint8_t>(units_).subspan(k * stored, stored);
   }
   states_.resize(n * shape_.state_bytes);
   LC_RETURN_IF_ERROR(decoder_.Decode(
-      shape_.format, *shape_.dense, n, [&](size_t k) { return blobs[k]; },
+      shape_.format, *shape_.dense, n, [&](size_t k) { return units[k].first(shape_.blob_bytes); },
       [&](size_t k) { return Describe(first + k); }, states_));
   next_item_ += n;
-  current_ = states_;
   within_ = 0;
+  if (shape_.side_bytes == 0) {
+    current_ = states_;
+    return absl::OkStatus();
+  }
+  // Each decoded state followed by its side state as stored.
+  dense_units_.resize(n * shape_.unit_bytes);
+  for (size_t k = 0; k < n; ++k) {
+    uint8_t* unit = dense_units_.data() + k * shape_.unit_bytes;
+    std::memcpy(unit, states_.data() + k * shape_.state_bytes, shape_.state_bytes);
+    std::memcpy(unit + shape_.state_bytes, units[k].data() + shape_.blob_bytes, shape_.side_bytes);
+  }
+  current_ = dense_units_;
   return absl::OkStatus();
 }
 
-std::vector<const uint8_t*> CheckpointReader::TakeDeviceBlobs(int device) {
+std::vector<const uint8_t*> CheckpointReader::TakeDeviceUnits(int device) {
   if (shape_.dense.has_value() || offset_ != 0 || device < 0 || lease_.cuda_device() != device) {
     return {};
   }
-  std::vector<const uint8_t*> blobs;
-  blobs.reserve(lease_.num_blobs());
+  std::vector<const uint8_t*> units;
+  units.reserve(lease_.num_units());
   // The fold's operator costs more to build than a thousand folds; a thread's gets mostly
-  // repeat one blob size, so the last one is kept.
+  // repeat one unit size, so the last one is kept.
   thread_local size_t fold_bytes = 0;
   thread_local std::optional<Crc32cCombiner> last_fold;
-  if (!last_fold.has_value() || fold_bytes != shape_.blob_bytes) {
-    last_fold.emplace(shape_.blob_bytes);
-    fold_bytes = shape_.blob_bytes;
+  if (!last_fold.has_value() || fold_bytes != shape_.unit_bytes) {
+    last_fold.emplace(shape_.unit_bytes);
+    fold_bytes = shape_.unit_bytes;
   }
   const Crc32cCombiner& fold = *last_fold;
-  for (size_t i = 0; i < lease_.num_blobs(); ++i) {
+  for (size_t i = 0; i < lease_.num_units(); ++i) {
     const int layer = static_cast<int>(i / shape_.heads.size());
     const int head = shape_.heads.begin + static_cast<int>(i % shape_.heads.size());
-    blobs.push_back(lease_.DeviceBlob(layer, head));
-    crc_ = fold.Combine(crc_, lease_.BlobCrc(layer, head));
+    units.push_back(lease_.DeviceUnit(layer, head));
+    crc_ = fold.Combine(crc_, lease_.UnitCrc(layer, head));
   }
-  next_item_ = lease_.num_blobs();
+  next_item_ = lease_.num_units();
   offset_ = shape_.total_bytes;
-  return blobs;
+  return units;
 }
 
 absl::StatusOr<size_t> CheckpointReader::Read(std::span<uint8_t> out) {

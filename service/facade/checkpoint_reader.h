@@ -2,9 +2,9 @@
 //
 // Open() takes a read lease on the checkpoint's head range (so its bytes are neither evicted nor
 // freed while the stream runs) and Read() fills the caller's buffer with the next bytes: the
-// stored v1 blobs as they are (compact), or the blobs decoded to dense fp32/bf16 states in the
-// requested layout, a decoder's batch at a time (state_decoder.h). Bytes come in (layer, head)
-// order; chunks may split a blob or a state. The lease is released when the reader is
+// stored units as they are (compact: v1 blob and side state), or units of the blob decoded to a
+// dense fp32/bf16 state in the requested layout and the side state as stored, a decoder's batch
+// at a time (state_decoder.h). Units come in (layer, head) order; chunks may split a unit. The lease is released when the reader is
 // destroyed, whether or not it was read to the end.
 // Not thread-safe (one stream, one reader).
 #pragma once
@@ -38,6 +38,8 @@ struct ReadShape {
   BlobSpec format;  // the namespace's (dk, dv, kind are the state's)
   uint64_t blob_bytes = 0;
   uint64_t state_bytes = 0;  // 0 for compact reads
+  uint64_t side_bytes = 0;   // of every unit; 0 without a side state
+  uint64_t unit_bytes = 0;   // per (layer, head): blob_bytes or state_bytes, plus side_bytes
   uint64_t total_bytes = 0;  // everything Read() will produce
   std::optional<DenseFormat> dense;
 };
@@ -62,20 +64,20 @@ class CheckpointReader {
   uint32_t crc32c() const { return crc_; }
 
   // For a transport that copies device to device: when the read is compact, nothing has been
-  // read yet and every blob sits in device memory of CUDA device `device` (the GPU tier), the
-  // blobs' device addresses in (layer, head) order, to be copied in place by the caller under
-  // this reader's lease. The reader is then done, its crc32c() folded from the CRCs recorded at
-  // commit (the bytes are not read on the host; a receiver's own check still covers them).
-  // Otherwise empty, and the reader unchanged.
-  std::vector<const uint8_t*> TakeDeviceBlobs(int device);
+  // read yet and every unit sits in device memory of CUDA device `device` (the GPU tier), the
+  // units' device addresses in (layer, head) order (shape().unit_bytes each), to be copied in
+  // place by the caller under this reader's lease. The reader is then done, its crc32c() folded
+  // from the CRCs recorded at commit (the bytes are not read on the host; a receiver's own check
+  // still covers them). Otherwise empty, and the reader unchanged.
+  std::vector<const uint8_t*> TakeDeviceUnits(int device);
 
  private:
-  // Blobs per copy out of memory that is not host-addressable (device memory): about 1.2 MiB of
+  // Units per copy out of memory that is not host-addressable (device memory): about 1.2 MiB of
   // 8-bit 128 x 128 blobs.
   static constexpr size_t kCopyBatch = 64;
 
   CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder);
-  // Makes the next items (one (layer, head) blob, or a decoder's batch of decoded states) the
+  // Makes the next items (one (layer, head) unit, or a decoder's batch of decoded units) the
   // current bytes.
   absl::Status LoadNext();
   std::string Describe(size_t i) const;
@@ -86,8 +88,9 @@ class CheckpointReader {
   size_t next_item_ = 0;
   std::span<const uint8_t> current_;  // the current items' bytes
   size_t within_ = 0;                 // bytes of current_ already read
-  std::vector<uint8_t> blobs_;        // blobs copied out of memory that is not host-addressable
+  std::vector<uint8_t> units_;        // units copied out of memory that is not host-addressable
   std::vector<uint8_t> states_;       // a batch of decoded states
+  std::vector<uint8_t> dense_units_;  // those states with their side states, as units
   uint64_t offset_ = 0;
   uint32_t crc_ = 0;
 };

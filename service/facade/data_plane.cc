@@ -217,15 +217,17 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
   // service's device without a trip through host memory: its blobs as device ops, copied into
   // the engine's buffer (CUDA IPC) or gathered and sent (NCCL).
   std::vector<const uint8_t*> on_device;
-  if (s.connection->takes_device_memory()) on_device = reader.TakeDeviceBlobs(options_.cuda_device);
+  if (s.connection->takes_device_memory()) {
+    on_device = reader.TakeDeviceUnits(options_.cuda_device);
+  }
   if (!on_device.empty()) {
     std::vector<transport::TransferOp> ops;
     ops.reserve(on_device.size());
     for (size_t i = 0; i < on_device.size(); ++i) {
       // The transport only reads a write's local span.
       ops.push_back({transport::Direction::kWrite,
-                     std::span<uint8_t>(const_cast<uint8_t*>(on_device[i]), shape.blob_bytes),
-                     base + i * shape.blob_bytes, transport::MemoryKind::kCuda});
+                     std::span<uint8_t>(const_cast<uint8_t*>(on_device[i]), shape.unit_bytes),
+                     base + i * shape.unit_bytes, transport::MemoryKind::kCuda});
     }
     clock.Lap(TransferPhase::kList);
     absl::Status st = s.connection->Execute(region, ops, deadline);
@@ -303,10 +305,10 @@ absl::Status DataPlane::Put(const DataPlaneCall& call, uint64_t session_id, uint
         absl::StrCat("length ", length, " is not the put's ", ticket.expected_bytes, " bytes")));
   }
   clock.Lap(TransferPhase::kOpen);
-  // Dense uploads take whole states per chunk.
+  // Dense uploads take whole units per chunk.
   uint64_t chunk = options_.chunk_bytes;
   if (ticket.state_bytes > 0) {
-    chunk = std::max<uint64_t>(1, chunk / ticket.state_bytes) * ticket.state_bytes;
+    chunk = std::max<uint64_t>(1, chunk / ticket.unit_bytes) * ticket.unit_bytes;
   }
   if (!received_first) s.staging.resize(std::min<uint64_t>(chunk, length));
   uint32_t crc = 0;

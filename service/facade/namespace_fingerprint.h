@@ -10,7 +10,8 @@
 
 namespace leapcache::server {
 
-// "leapcache.v1 model=<layers>,<heads>,<dk>,<dv>,<kind> format=<codec>,<bits>,<p>,<r>,<smooth>"
+// "leapcache.v1 model=<layers>,<heads>,<dk>,<dv>,<kind> format=<codec>,<bits>,<p>,<r>,<smooth>",
+// then " conv=<channels>,<width>,<dtype>" and " extra=<bytes>" where the model has them.
 std::string CanonicalModelFormat(const core::NamespaceSpec& spec);
 std::string NamespaceFingerprint(const core::NamespaceSpec& spec);
 

@@ -1,5 +1,6 @@
 #include "service/facade/put_pipeline.h"
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -26,7 +27,9 @@ absl::StatusOr<PutTicket> PutPipeline::Reserve(const core::PutRequest& request,
     put->spec = ns.spec.format;
     put->state_elements = static_cast<size_t>(ns.spec.model.dk) * ns.spec.model.dv;
     put->state_bytes = DenseStateBytes(*dense, ns.spec.model.dk, ns.spec.model.dv);
-    put->blob_bytes = ns.blob_bytes;
+    put->side_bytes = ns.side_bytes;
+    put->dense_unit_bytes = put->state_bytes + ns.side_bytes;
+    put->stored_unit_bytes = ns.unit_bytes;
     put->heads = request.heads.size();
     put->head_begin = request.heads.begin;
   }
@@ -34,7 +37,9 @@ absl::StatusOr<PutTicket> PutPipeline::Reserve(const core::PutRequest& request,
   const absl::Time now = clock_.Now();
   PutTicket ticket;
   ticket.id = r.id;
-  ticket.blob_bytes = r.blob_bytes;
+  ticket.blob_bytes = r.unit_bytes - r.side_bytes;
+  ticket.side_bytes = r.side_bytes;
+  ticket.unit_bytes = r.unit_bytes;
   ticket.expected_bytes = r.total_bytes();
   ticket.ttl = r.deadline - now;
   absl::MutexLock lock(&mu_);
@@ -42,8 +47,9 @@ absl::StatusOr<PutTicket> PutPipeline::Reserve(const core::PutRequest& request,
   if (put != nullptr) {
     put->id = r.id;
     put->deadline = r.deadline;
-    put->expected_bytes = static_cast<uint64_t>(r.num_blobs()) * put->state_bytes;
+    put->expected_bytes = static_cast<uint64_t>(r.num_units()) * put->dense_unit_bytes;
     ticket.state_bytes = put->state_bytes;
+    ticket.unit_bytes = put->dense_unit_bytes;
     ticket.expected_bytes = put->expected_bytes;
     dense_.emplace(r.id, std::move(put));
   }
@@ -79,10 +85,11 @@ absl::Status PutPipeline::UploadDense(DensePut& put, uint64_t offset,
       return absl::FailedPreconditionError(
           absl::StrCat("another dense upload of put ", put.id, " is in progress"));
     }
-    if (data.empty() || data.size() % put.state_bytes != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("a dense chunk must hold whole states of ",
-                                                     put.state_bytes, " bytes (got ", data.size(),
-                                                     " bytes)"));
+    if (data.empty() || data.size() % put.dense_unit_bytes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a dense chunk must hold whole units of ", put.dense_unit_bytes, " bytes (a ",
+          put.state_bytes, "-byte state and ", put.side_bytes, " bytes of side state; got ",
+          data.size(), " bytes)"));
     }
     if (offset != 0 && offset != put.received) {
       return absl::InvalidArgumentError(absl::StrCat("dense chunk at offset ", offset, ": put ",
@@ -97,20 +104,35 @@ absl::Status PutPipeline::UploadDense(DensePut& put, uint64_t offset,
     put.uploading = true;
   }
 
-  const size_t first_state = offset / put.state_bytes;
-  const size_t states = data.size() / put.state_bytes;
+  const size_t first_state = offset / put.dense_unit_bytes;
+  const size_t states = data.size() / put.dense_unit_bytes;
   auto describe = [&put, first_state](size_t i) {
     const size_t s = first_state + i;
     return absl::StrCat("layer ", s / put.heads, " head ",
                         put.head_begin + static_cast<int>(s % put.heads));
   };
-  absl::Status st = CheckDenseStates(put.format, put.state_elements, data, describe);
+  // The encoder takes the states back to back: gathered out of the units when they carry side
+  // states.
+  std::span<const uint8_t> dense = data;
+  std::vector<uint8_t> gathered;
+  if (put.side_bytes > 0) {
+    gathered.resize(states * put.state_bytes);
+    for (size_t i = 0; i < states; ++i) {
+      std::memcpy(gathered.data() + i * put.state_bytes, data.data() + i * put.dense_unit_bytes,
+                  put.state_bytes);
+    }
+    dense = gathered;
+  }
+  absl::Status st = CheckDenseStates(put.format, put.state_elements, dense, describe);
   uint32_t blob_crc = offset == 0 ? 0 : put.blob_crc;  // only this thread writes it now
   std::vector<std::vector<uint8_t>> blobs;
   blobs.reserve(states);
-  if (st.ok()) st = encoder_->Encode(put.spec, put.format, data, describe, &blobs);
+  if (st.ok()) st = encoder_->Encode(put.spec, put.format, dense, describe, &blobs);
   for (size_t i = 0; st.ok() && i < blobs.size(); ++i) {
-    st = store_->Upload(put.id, (first_state + i) * put.blob_bytes, blobs[i]);
+    // A unit as stored: the blob, then the side state as sent.
+    const uint8_t* side = data.data() + i * put.dense_unit_bytes + put.state_bytes;
+    blobs[i].insert(blobs[i].end(), side, side + put.side_bytes);
+    st = store_->Upload(put.id, (first_state + i) * put.stored_unit_bytes, blobs[i]);
     blob_crc = Crc32cExtend(blob_crc, blobs[i].data(), blobs[i].size());
   }
 

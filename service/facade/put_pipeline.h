@@ -1,14 +1,15 @@
 // PutPipeline: the wire side of the two-phase put, between the gRPC handlers and
 // core::CheckpointStore's Reserve / Upload / Commit / Abort.
 //
-// Compact puts pass straight through: the client uploads v1 blobs and commits with their
-// CRC-32C, which the core checks. Dense puts (fp32/bf16 states) are encoded here, one state at a
-// time as chunks arrive, with the namespace's codec on the CPU reference backend, and uploaded to
-// the core as blobs; their chunks must arrive in order so that the server can check the
-// client's CRC-32C of the dense bytes at commit and commit the blobs with their own CRC-32C.
+// Compact puts pass straight through: the client uploads units (v1 blobs and their side states)
+// and commits with their CRC-32C, which the core checks. Dense puts (fp32/bf16 states, each with
+// its side state) are encoded here as chunks arrive, with the namespace's codec (the CPU
+// reference unless an encoder is given), and uploaded to the core as units of the blob and the
+// side state as sent; their chunks must arrive in order so that the server can check the
+// client's CRC-32C of the dense bytes at commit and commit the units with their own CRC-32C.
 //
 // Contracts (the state_cache.proto error codes):
-//  - A dense chunk holds whole states and starts where the put's last chunk ended, or at 0 to
+//  - A dense chunk holds whole units (state and side state) and starts where the put's last chunk ended, or at 0 to
 //    start over; anything else is INVALID_ARGUMENT, past the end OUT_OF_RANGE. Every state of a
 //    chunk is checked (finite, in range) before any is stored: a bad chunk stores nothing.
 //  - One dense upload of a put at a time (FAILED_PRECONDITION otherwise).
@@ -42,6 +43,9 @@ struct PutTicket {
   uint64_t expected_bytes = 0;  // bytes to upload in total
   uint64_t blob_bytes = 0;
   uint64_t state_bytes = 0;  // 0 for compact puts
+  uint64_t side_bytes = 0;   // of every unit; 0 without a side state
+  // Bytes per (layer, head) on the wire: blob_bytes or state_bytes, plus side_bytes.
+  uint64_t unit_bytes = 0;
   absl::Duration ttl;        // until the deadline, as of now
 };
 
@@ -71,7 +75,9 @@ class PutPipeline {
     BlobSpec spec;
     size_t state_elements = 0;
     size_t state_bytes = 0;
-    size_t blob_bytes = 0;
+    size_t side_bytes = 0;
+    size_t dense_unit_bytes = 0;   // state_bytes + side_bytes: one unit as uploaded
+    size_t stored_unit_bytes = 0;  // blob and side state: one unit as stored
     uint64_t expected_bytes = 0;
     int heads = 0;       // heads per layer in this put
     int head_begin = 0;  // first head of this put
@@ -79,9 +85,9 @@ class PutPipeline {
     // Guarded by PutPipeline::mu_.
     bool uploading = false;
     bool committing = false;
-    uint64_t received = 0;   // dense bytes accepted, a multiple of state_bytes
+    uint64_t received = 0;   // dense bytes accepted, a multiple of dense_unit_bytes
     uint32_t dense_crc = 0;  // CRC-32C of those bytes
-    uint32_t blob_crc = 0;   // CRC-32C of the blobs stored for them
+    uint32_t blob_crc = 0;   // CRC-32C of the units stored for them
   };
 
   absl::Status UploadDense(DensePut& put, uint64_t offset, std::span<const uint8_t> data);

@@ -48,6 +48,26 @@ absl::StatusOr<core::NamespaceSpec> NamespaceSpecFromProto(
   s.model.total_heads = to_int(m.total_heads());
   s.model.dk = to_int(m.dk());
   s.model.dv = to_int(m.dv());
+  if (m.has_conv()) {
+    s.model.conv.channels = to_int(m.conv().channels());
+    s.model.conv.width = to_int(m.conv().width());
+    switch (m.conv().dtype()) {
+      case v1::CONV_DTYPE_FP32:
+        s.model.conv.dtype = core::ConvDType::kFp32;
+        break;
+      case v1::CONV_DTYPE_BF16:
+        s.model.conv.dtype = core::ConvDType::kBf16;
+        break;
+      case v1::CONV_DTYPE_FP16:
+        s.model.conv.dtype = core::ConvDType::kFp16;
+        break;
+      default:
+        return Invalid(absl::StrCat(
+            "model.conv.dtype must be CONV_DTYPE_FP32, CONV_DTYPE_BF16 or CONV_DTYPE_FP16 (got ",
+            static_cast<int>(m.conv().dtype()), ")"));
+    }
+  }
+  s.model.extra_bytes = to_int(m.extra_bytes());
   switch (m.kind()) {
     case v1::STATE_KIND_GDN:
       s.model.kind = StateKind::kGdn;
@@ -217,6 +237,7 @@ void GetHeaderToProto(const ReadShape& s, v1::GetHeader* h) {
   h->set_total_bytes(s.total_bytes);
   h->set_blob_bytes(s.blob_bytes);
   h->set_state_bytes(s.state_bytes);
+  h->set_side_bytes(s.side_bytes);
   if (s.dense.has_value()) {
     DenseToProto(*s.dense, h->mutable_dense());
   } else {

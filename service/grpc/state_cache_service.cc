@@ -100,6 +100,7 @@ grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext* context,
   response->set_namespace_id(*id);
   response->set_fingerprint(NamespaceFingerprint(info->spec));
   response->set_blob_bytes(info->blob_bytes);
+  response->set_side_bytes(info->side_bytes);
   response->set_format_label(info->format_label);
   response->set_layout_fingerprint(LayoutFingerprint(info->spec.format));
   response->set_namespace_tag(info->tag);
@@ -135,11 +136,12 @@ grpc::Status StateCacheService::ReservePut(grpc::ServerContext* context,
   response->set_expected_bytes(ticket->expected_bytes);
   response->set_blob_bytes(ticket->blob_bytes);
   response->set_state_bytes(ticket->state_bytes);
+  response->set_side_bytes(ticket->side_bytes);
   response->set_ttl_ms(
       static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(ticket->ttl))));
   uint64_t chunk = limits_.chunk_bytes;
   if (ticket->state_bytes > 0) {
-    chunk = std::max<uint64_t>(1, chunk / ticket->state_bytes) * ticket->state_bytes;
+    chunk = std::max<uint64_t>(1, chunk / ticket->unit_bytes) * ticket->unit_bytes;
   }
   response->set_max_chunk_bytes(chunk);
   return grpc::Status::OK;

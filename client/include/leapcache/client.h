@@ -89,12 +89,25 @@ enum class DType { kFp32 = 1, kBf16 = 2 };
 // Layout of one dense state: kKV is [dk][dv] (value index contiguous), kVK is [dv][dk].
 enum class Layout { kKV = 1, kVK = 2 };
 
+// Element type of a short-convolution state, as the engine keeps it.
+enum class ConvDType { kFp32 = 1, kBf16 = 2, kFp16 = 3 };
+// A linear layer's short-convolution state (types.proto ConvShape): `channels` per layer over
+// all ranks, split evenly among the heads; each channel's last `width` = conv_kernel - 1 inputs.
+struct ConvShape {
+  int channels = 0;
+  int width = 3;
+  ConvDType dtype = ConvDType::kBf16;
+};
 struct ModelShape {
   int linear_layers = 0;
   int total_heads = 0;
   int dk = 128;
   int dv = 128;
   StateKind kind = StateKind::kGdn;
+  // Stored after each (layer, head)'s state, as given: its conv channels, then `extra_bytes`
+  // opaque bytes (the unit layout, types.proto). nullopt / 0: none.
+  std::optional<ConvShape> conv;
+  int extra_bytes = 0;
 };
 
 struct StorageFormat {
@@ -126,6 +139,9 @@ struct NamespaceInfo {
   uint64_t blob_bytes = 0;  // one stored (layer, head) blob
   std::string format_label;
   uint32_t layout_fingerprint = 0;
+  // One (layer, head)'s side state (its conv state, then its extra bytes); 0 without either.
+  // Every unit of a checkpoint's bytes is the state (blob or dense matrix) followed by it.
+  uint64_t side_bytes = 0;
 };
 
 // Heads [begin, end) of every layer. A default HeadRange (0, 0) means all heads.
@@ -175,6 +191,7 @@ struct Reservation {
   uint64_t expected_bytes = 0;  // to upload in total
   uint64_t blob_bytes = 0;
   uint64_t state_bytes = 0;  // dense puts only
+  uint64_t side_bytes = 0;   // of every unit
   absl::Duration ttl;
   uint64_t max_chunk_bytes = 0;  // the server's largest accepted chunk
 };
@@ -186,7 +203,8 @@ struct GetRequest {
   std::optional<DenseEncoding> dense;  // nullopt: compact v1 blobs, byte-exact
 };
 
-// A checkpoint's bytes: (layer, head)-ordered blobs (compact) or dense states.
+// A checkpoint's bytes: (layer, head)-ordered units, each a blob (compact) or a dense state,
+// followed by its side state (side_bytes, 0 without one).
 struct Checkpoint {
   Position position;
   HeadRange heads;
@@ -197,6 +215,7 @@ struct Checkpoint {
   StorageFormat format;
   uint64_t blob_bytes = 0;
   uint64_t state_bytes = 0;  // dense only
+  uint64_t side_bytes = 0;
   std::optional<DenseEncoding> dense;
   std::vector<uint8_t> bytes;
 };
@@ -247,11 +266,12 @@ class Client {
   absl::StatusOr<NamespaceInfo> RegisterNamespace(const NamespaceSpec& spec);
   absl::StatusOr<LookupResult> Lookup(const LookupRequest& request);
 
-  // The whole put of (layer, head)-ordered v1 blobs: reserve, upload in chunks, commit with
-  // their CRC-32C. On failure the put is aborted and the first error returned.
+  // The whole put of (layer, head)-ordered units (v1 blobs, each followed by its side state
+  // where the namespace has one): reserve, upload in chunks, commit with their CRC-32C. On
+  // failure the put is aborted and the first error returned.
   absl::Status PutCompact(const PutTarget& target, std::span<const uint8_t> blobs);
-  // The same with dense states ([layers][heads][dk][dv] for kKV, [..][dv][dk] for kVK) that the
-  // service encodes with the namespace's codec.
+  // The same with dense states ([layers][heads][dk][dv] for kKV, [..][dv][dk] for kVK, each
+  // followed by its side state) that the service encodes with the namespace's codec.
   absl::Status PutDense(const PutTarget& target, const DenseEncoding& encoding,
                         std::span<const uint8_t> states);
 

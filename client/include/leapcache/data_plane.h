@@ -86,6 +86,7 @@ struct TransferredCheckpoint {
   StorageFormat format;
   uint64_t blob_bytes = 0;
   uint64_t state_bytes = 0;  // dense only
+  uint64_t side_bytes = 0;   // of every unit (client.h, Checkpoint)
   uint64_t total_bytes = 0;  // bytes written at the offset
   std::optional<DenseEncoding> dense;
   uint32_t crc32c = 0;

@@ -10,8 +10,8 @@ the buffers.
         chain = leapcache.chain_hashes(token_ids, block_tokens=256)
         hit = client.lookup(ns, chain)
 
-Checkpoints today are the recurrent states of every (layer, head); further per-layer buffers will
-come as keyword arguments of the same calls.
+A checkpoint holds the recurrent state of every (layer, head) and, where the namespace declares
+them, the head's short-convolution state and extra bytes (conv=, extra= of the same calls).
 """
 
 from .client import Client
@@ -22,14 +22,14 @@ from .errors import (AbortedError, AlreadyExistsError, CancelledError, ClientClo
                      OutOfRangeError, PermissionDeniedError, ResourceExhaustedError,
                      UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError)
 from .hashing import BlockKey, chain_hashes, crc32c
-from .types import (CheckpointInfo, FormatMemoryStats, LookupResult, Namespace, Stats,
-                    StorageFormat, TierStats, TLSConfig)
+from .types import (CheckpointInfo, ConvShape, FormatMemoryStats, LookupResult, Namespace,
+                    Stats, StorageFormat, TierStats, TLSConfig)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Engine", "Buffer", "transports_built", "chain_hashes", "crc32c", "BlockKey",
-    "Namespace", "StorageFormat", "LookupResult", "CheckpointInfo", "Stats", "TierStats",
+    "Namespace", "ConvShape", "StorageFormat", "LookupResult", "CheckpointInfo", "Stats", "TierStats",
     "FormatMemoryStats", "TLSConfig",
     "LeapcacheError", "ClientClosedError", "CancelledError", "UnknownError",
     "InvalidArgumentError", "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",

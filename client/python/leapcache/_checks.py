@@ -70,9 +70,10 @@ def put_target(ns: Namespace, key, pos, h, ttl) -> _native.PutTarget:
 def states(ns: Namespace, array, what: str, h, layout, writing: bool,
            device: Optional[str] = "cpu") -> Tuple[ArrayInfo, _native.Encoding]:
     """The array's ArrayInfo and the encoding its dtype asks for, once it matches the namespace:
-    uint8 [layers, heads, blob_bytes] is compact v1 blobs; float32 or bfloat16
+    uint8 [layers, heads, blob_bytes] is compact v1 blobs (or, for a namespace with a side
+    state, [layers, heads, blob_bytes + side_bytes]: whole units); float32 or bfloat16
     [layers, heads, dk, dv] (layout "kv") or [layers, heads, dv, dk] ("vk") dense states.
-    `device` "cpu": host memory only; None: any."""
+    `device` "cpu": host memory only; None: any (the data plane, which moves whole units)."""
     info = inspect(array, what)
     if info.dtype == "uint8":
         if layout is not None:
@@ -81,6 +82,8 @@ def states(ns: Namespace, array, what: str, h, layout, writing: bool,
         expected = ns.compact_shape(h)
         encoding = _native.Encoding(DTYPE_COMPACT, 0)
         described = "[layers, heads, blob_bytes] uint8"
+        if ns.side_bytes > 0 and info.shape == tuple(ns.units_shape(h)):
+            expected = ns.units_shape(h)  # whole units: each blob with its side state
     elif info.dtype in DENSE_DTYPES:
         layout = "kv" if layout is None else layout
         if layout not in LAYOUTS:
@@ -93,6 +96,12 @@ def states(ns: Namespace, array, what: str, h, layout, writing: bool,
     else:
         raise TypeError(f"{what} has dtype {info.dtype}: dense states are float32 or bfloat16, "
                         "compact v1 blobs uint8")
+    if device is None and ns.side_bytes > 0 and tuple(expected) != tuple(ns.units_shape(h)):
+        raise ValueError(f"namespace {ns.id} stores a side state with every (layer, head): the "
+                         f"data plane moves whole compact units, so {what} must be uint8 "
+                         f"{list(ns.units_shape(h))} ([layers, heads, blob_bytes + side_bytes]); "
+                         "dense states with their conv states go through the Client's get_into "
+                         "and put_from")
     if info.shape != tuple(expected):
         raise ValueError(f"{what} has shape {list(info.shape)}; namespace {ns.id} takes "
                          f"{list(expected)} ({described})")

@@ -58,6 +58,10 @@ class NamespaceSpec(Structure):
         ("kind", c_int32),
         ("format", StorageFormat),
         ("flops_per_token", c_double),
+        ("conv_channels", c_int32),
+        ("conv_width", c_int32),
+        ("conv_dtype", c_int32),
+        ("extra_bytes", c_int32),
     ]
 
 
@@ -70,6 +74,7 @@ class NamespaceInfo(Structure):
         ("blob_bytes", c_uint64),
         ("fingerprint", c_char * 72),
         ("format_label", c_char * 64),
+        ("side_bytes", c_uint64),
     ]
 
 
@@ -116,6 +121,7 @@ class CheckpointInfo(Structure):
         ("state_bytes", c_uint64),
         ("total_bytes", c_uint64),
         ("crc32c", c_uint32),
+        ("side_bytes", c_uint64),
     ]
 
 

@@ -20,17 +20,27 @@ from __future__ import annotations
 import ctypes
 from typing import List, Optional, Sequence, Union
 
-from . import _checks, _native
+from . import _checks, _native, _side
 from ._handle import Handle
 from .errors import ClientClosedError, LeapcacheError, error_for
 from .hashing import BlockKey, key_bytes
-from .types import (KINDS, CheckpointInfo, LookupResult, Namespace, StorageFormat, Stats,
-                    TLSConfig, parse_format)
+from .arrays import inspect
+from .types import (CONV_DTYPES, KINDS, CheckpointInfo, ConvShape, LookupResult, Namespace,
+                    StorageFormat, Stats, TLSConfig, parse_format)
 
 
 def _check(code: int) -> None:
     if code != 0:
         raise error_for(code, _native.last_error())
+
+
+def _per_item(values, n: int, name: str) -> list:
+    """A batch's per-item arrays: None for every item, or one (possibly None) per item."""
+    if values is None:
+        return [None] * n
+    if len(values) != n:
+        raise ValueError(f"{n} keys but {len(values)} {name}")
+    return list(values)
 
 
 def _seconds_ms(name: str, value) -> int:
@@ -177,12 +187,16 @@ class Client:
                            dk: int = 128, dv: int = 128, format: str = "leap8",
                            p: Optional[int] = None, r: Optional[int] = None,
                            smoothing: Optional[bool] = None,
-                           flops_per_token: float = 0.0) -> Namespace:
+                           flops_per_token: float = 0.0, conv: Optional[ConvShape] = None,
+                           extra_bytes: int = 0) -> Namespace:
         """Registers (idempotently) the namespace of a model's linear-attention states:
         `layers` linear layers of `heads` heads (all tensor-parallel ranks together) of dk x dv
         states of `kind` ("gdn" or "kda"), stored in `format` ("leap8", "leap6", "leap4",
         "fp32", "bf16", "fp16", "int-row8", ...); p, r, smoothing override the format's
-        documented settings."""
+        documented settings. `conv`: the layers' short-convolution state, stored with every
+        checkpoint as given (e.g. vLLM's GDN: ConvShape(2 * key_heads * dk + heads * dv,
+        conv_kernel - 1, "bfloat16")); extra_bytes: opaque bytes per (layer, head) beside it.
+        Either makes another namespace than the same model without it."""
         if not isinstance(tenant, str) or not tenant:
             raise TypeError(f"tenant must be a non-empty str, got {tenant!r}")
         if kind not in KINDS:
@@ -201,10 +215,23 @@ class Client:
                 setattr(fmt, name, value)
         if smoothing is not None:
             fmt.smoothing = 1 if smoothing else 0
+        if conv is not None and not isinstance(conv, ConvShape):
+            raise TypeError(f"conv must be a leapcache.ConvShape, got {type(conv).__name__}")
+        if conv is not None and conv.dtype not in CONV_DTYPES:
+            raise ValueError(f"conv.dtype must be one of {sorted(CONV_DTYPES)}, got "
+                             f"{conv.dtype!r}")
+        for name, value in (("extra_bytes", extra_bytes),) + (
+                (("conv.channels", conv.channels), ("conv.width", conv.width)) if conv else ()):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
         tenant_b = tenant.encode("utf-8")
         spec = _native.new(_native.NamespaceSpec, tenant=tenant_b, linear_layers=layers,
                            total_heads=heads, dk=dk, dv=dv, kind=KINDS[kind], format=fmt,
-                           flops_per_token=float(flops_per_token))
+                           flops_per_token=float(flops_per_token),
+                           conv_channels=conv.channels if conv else 0,
+                           conv_width=conv.width if conv else 0,
+                           conv_dtype=CONV_DTYPES[conv.dtype] if conv else 0,
+                           extra_bytes=extra_bytes)
         info = _native.new(_native.NamespaceInfo)
         with self._handle.use() as c:
             _check(lib.leapcache_register_namespace(c, ctypes.byref(spec), ctypes.byref(info)))
@@ -212,7 +239,8 @@ class Client:
                          blob_bytes=info.blob_bytes, format_label=info.format_label.decode(),
                          layout_fingerprint=info.layout_fingerprint, tenant=tenant, kind=kind,
                          layers=layers, heads=heads, dk=dk, dv=dv,
-                         format=StorageFormat.from_native(fmt))
+                         format=StorageFormat.from_native(fmt), conv=conv,
+                         extra_bytes=extra_bytes, side_bytes=info.side_bytes)
 
     # ---- lookups ----
 
@@ -247,25 +275,33 @@ class Client:
     # ---- gets and puts ----
 
     def get_into(self, namespace: Namespace, key, out, *, heads=None,
-                 layout: Optional[str] = None) -> CheckpointInfo:
+                 layout: Optional[str] = None, conv=None, extra=None) -> CheckpointInfo:
         """Writes the checkpoint at `key` into `out` (host memory, C-contiguous): uint8
         [layers, heads, blob_bytes] receives the compact v1 blobs byte-exact; float32 or
         bfloat16 [layers, heads, dk, dv] (layout "kv", the default) or [layers, heads, dv, dk]
         ("vk") receives dense states decoded by the service. `heads` (begin, end) reads a head
-        range of every layer. NotFoundError if the key (or a head) is not stored."""
+        range of every layer. For a namespace with a conv state, `conv` ([layers, heads,
+        channels / heads, width] of its dtype) receives the conv states byte-exact and `extra`
+        ([layers, heads, extra_bytes] uint8) the extra bytes; None drops them (numpy needed).
+        NotFoundError if the key (or a head) is not stored."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         raw = key_bytes(key)
         info, enc = _checks.states(ns, out, "out", h, layout, writing=True)
-        return self._get(ns, raw, h, enc, info)
+        side = _side.plan(ns, info, conv, extra, h, writing=True)
+        return self._get(ns, raw, h, enc, info, side)
 
-    def _get(self, ns, raw, h, enc, info) -> CheckpointInfo:
+    def _get(self, ns, raw, h, enc, info, side=None) -> CheckpointInfo:
         result = _native.new(_native.CheckpointInfo)
         hr = _checks.head_range(h)
+        stage = None if side is None else _side.staging(side)
+        target = info if stage is None else inspect(stage, "staging")
         with self._handle.use() as c:
             _check(_native.lib().leapcache_get_into(
-                c, ns.id, raw, ctypes.byref(hr) if hr else None, ctypes.byref(enc), info.ptr,
-                info.nbytes, ctypes.byref(result)))
+                c, ns.id, raw, ctypes.byref(hr) if hr else None, ctypes.byref(enc), target.ptr,
+                target.nbytes, ctypes.byref(result)))
+        if stage is not None:
+            _side.scatter(side, stage)
         return CheckpointInfo.from_native(result)
 
     def get(self, namespace: Namespace, key, *, heads=None, dtype: str = "float32",
@@ -287,44 +323,55 @@ class Client:
         return out
 
     def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
-                 layout: Optional[str] = None, ttl: Optional[float] = None) -> None:
+                 layout: Optional[str] = None, ttl: Optional[float] = None, conv=None,
+                 extra=None) -> None:
         """Puts `states` at `key`, the whole two-phase put (a failed put leaves nothing):
         float32 or bfloat16 dense states ([layers, heads, dk, dv], or [.., dv, dk] with layout
         "vk"), which the service encodes in the namespace's format, or uint8 compact v1 blobs
         [layers, heads, blob_bytes]. position (tokens, blocks) defaults to the BlockKey's;
         `heads` (begin, end) puts a head range of every layer; ttl: seconds from reserve to
-        commit (None: the server's default). AlreadyExistsError if these heads are there."""
+        commit (None: the server's default). For a namespace with a conv state, `conv` and
+        `extra` (as get_into's) are required: they are stored with the states under the one key
+        and checksum. AlreadyExistsError if these heads are there."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         target = _checks.put_target(ns, key, position, h, ttl)
         info, enc = _checks.states(ns, states, "states", h, layout, writing=False)
-        self._put(target, enc, info)
+        side = _side.plan(ns, info, conv, extra, h, writing=False)
+        self._put(target, enc, info, side)
 
-    def _put(self, target, enc, info) -> None:
+    def _put(self, target, enc, info, side=None) -> None:
+        stage = None if side is None else _side.gather(side)
+        source = info if stage is None else inspect(stage, "staging")
         with self._handle.use() as c:
             _check(_native.lib().leapcache_put_from(c, ctypes.byref(target), ctypes.byref(enc),
-                                                    info.ptr, info.nbytes))
+                                                    source.ptr, source.nbytes))
 
     def batch_get_into(self, namespace: Namespace, keys: Sequence, outs: Sequence, *,
-                       heads=None, layout: Optional[str] = None
+                       heads=None, layout: Optional[str] = None,
+                       convs: Optional[Sequence] = None, extras: Optional[Sequence] = None
                        ) -> List[Union[CheckpointInfo, LeapcacheError]]:
-        """get_into for each (key, out) pair. Every argument is checked before the first get
-        (TypeError/ValueError, nothing sent); then each item's result is its CheckpointInfo or
-        the LeapcacheError it failed with, in order: one missing key does not stop the rest."""
+        """get_into for each (key, out) pair (and conv, extra: per-item lists as get_into's).
+        Every argument is checked before the first get (TypeError/ValueError, nothing sent);
+        then each item's result is its CheckpointInfo or the LeapcacheError it failed with, in
+        order: one missing key does not stop the rest."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         if len(keys) != len(outs):
             raise ValueError(f"{len(keys)} keys but {len(outs)} outs")
+        convs = _per_item(convs, len(keys), "convs")
+        extras = _per_item(extras, len(keys), "extras")
         plans = []
         for i, (k, o) in enumerate(zip(keys, outs)):
             raw = key_bytes(k, f"keys[{i}]")
             info, enc = _checks.states(ns, o, f"outs[{i}]", h, layout, writing=True)
-            plans.append((raw, enc, info))
+            side = _side.plan(ns, info, convs[i], extras[i], h, writing=True)
+            plans.append((raw, enc, info, side))
         results = []
         self._handle.check_open()
-        for raw, enc, info in plans:
+        for raw, enc, info, side in plans:
             try:
-                results.append(self._get(ns, raw, h, enc, info))
+                results.append(self._get(ns, raw, h, enc, info, side))
             except ClientClosedError:
                 raise  # the whole batch, not an item, failed
             except LeapcacheError as e:
@@ -333,27 +380,32 @@ class Client:
 
     def batch_put_from(self, namespace: Namespace, keys: Sequence, states: Sequence, *,
                        positions: Optional[Sequence] = None, heads=None,
-                       layout: Optional[str] = None, ttl: Optional[float] = None
+                       layout: Optional[str] = None, ttl: Optional[float] = None,
+                       convs: Optional[Sequence] = None, extras: Optional[Sequence] = None
                        ) -> List[Optional[LeapcacheError]]:
-        """put_from for each (key, states) pair, checked first as batch_get_into; each item's
-        result is None (committed) or the LeapcacheError it failed with."""
+        """put_from for each (key, states) pair (and conv, extra), checked first as
+        batch_get_into; each item's result is None (committed) or the LeapcacheError it failed
+        with."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         if len(keys) != len(states):
             raise ValueError(f"{len(keys)} keys but {len(states)} states")
         if positions is not None and len(positions) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(positions)} positions")
+        convs = _per_item(convs, len(keys), "convs")
+        extras = _per_item(extras, len(keys), "extras")
         plans = []
         for i, (k, s) in enumerate(zip(keys, states)):
             target = _checks.put_target(ns, k, None if positions is None else positions[i], h,
                                         ttl)
             info, enc = _checks.states(ns, s, f"states[{i}]", h, layout, writing=False)
-            plans.append((target, enc, info))
+            side = _side.plan(ns, info, convs[i], extras[i], h, writing=False)
+            plans.append((target, enc, info, side))
         results = []
         self._handle.check_open()
-        for target, enc, info in plans:
+        for target, enc, info, side in plans:
             try:
-                self._put(target, enc, info)
+                self._put(target, enc, info, side)
                 results.append(None)
             except ClientClosedError:
                 raise  # the whole batch, not an item, failed

@@ -16,6 +16,9 @@ CODECS = {"fp32": 1, "bf16": 2, "fp16": 3, "int-row": 4, "int-col": 5, "leap": 6
 DTYPE_COMPACT, DTYPE_FP32, DTYPE_BF16 = 0, 1, 2
 DENSE_DTYPES = {"float32": DTYPE_FP32, "bfloat16": DTYPE_BF16}
 LAYOUTS = {"kv": 1, "vk": 2}
+# Conv-state element types by dtype name (types.proto ConvDType), and their sizes.
+CONV_DTYPES = {"float32": 1, "bfloat16": 2, "float16": 3}
+CONV_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TRANSPORTS = {"inline": 1, "ucx": 2, "nccl": 3, "cuda_ipc": 4}
 
 _NAME_OF = {
@@ -74,9 +77,25 @@ def parse_format(fmt: str) -> Tuple[int, int]:
 
 
 @dataclass(frozen=True)
+class ConvShape:
+    """A linear layer's short-convolution state: `channels` per layer over all tensor-parallel
+    ranks (a multiple of the heads, which split them evenly), each holding its last `width` =
+    conv_kernel - 1 inputs, of `dtype` ("bfloat16", "float16" or "float32"). Per head: an array
+    [channels / heads, width] in the engine's own channel order (types.proto, ConvShape)."""
+
+    channels: int
+    width: int
+    dtype: str = "bfloat16"
+
+
+@dataclass(frozen=True)
 class Namespace:
     """A registered namespace: the model shape and format every checkpoint in it has. Pass it to
-    the Client's calls; its shapes are what get_into and put_from check arrays against."""
+    the Client's calls; its shapes are what get_into and put_from check arrays against.
+
+    A namespace with a conv state (and extra bytes) stores, per (layer, head), the recurrent
+    state followed by its side state: the head's conv channels, then its extra bytes
+    (side_bytes in all). The Client's calls take them as separate arrays (conv=, extra=)."""
 
     id: int
     tag: int
@@ -91,6 +110,36 @@ class Namespace:
     dk: int
     dv: int
     format: StorageFormat
+    conv: Optional[ConvShape] = None
+    extra_bytes: int = 0
+    side_bytes: int = 0
+
+    @property
+    def conv_bytes(self) -> int:
+        """One head's conv state in bytes (0 without one)."""
+        if self.conv is None:
+            return 0
+        return self.conv.channels // self.heads * self.conv.width * \
+            CONV_DTYPE_BYTES[self.conv.dtype]
+
+    def conv_shape(self, heads=None) -> Tuple[int, int, int, int]:
+        """Shape of the conv states of `heads`: [layers, heads, channels / total heads, width]
+        of conv.dtype. ValueError for a namespace without one."""
+        if self.conv is None:
+            raise ValueError(f"namespace {self.id} has no conv state")
+        return (self.layers, self.head_count(normalize_heads(heads, self.heads)),
+                self.conv.channels // self.heads, self.conv.width)
+
+    def extra_shape(self, heads=None) -> Tuple[int, int, int]:
+        """Shape of the extra bytes of `heads`: [layers, heads, extra_bytes] uint8."""
+        return (self.layers, self.head_count(normalize_heads(heads, self.heads)),
+                self.extra_bytes)
+
+    def units_shape(self, heads=None) -> Tuple[int, int, int]:
+        """Shape of compact units as the data plane moves them: [layers, heads, blob_bytes +
+        side_bytes] uint8, each blob followed by its side state."""
+        return (self.layers, self.head_count(normalize_heads(heads, self.heads)),
+                self.blob_bytes + self.side_bytes)
 
     def head_count(self, heads: Optional[Tuple[int, int]] = None) -> int:
         return self.heads if heads is None else heads[1] - heads[0]
@@ -165,6 +214,7 @@ class CheckpointInfo:
     state_bytes: int
     total_bytes: int
     crc32c: int              # data-plane gets only; 0 otherwise
+    side_bytes: int = 0      # of every (layer, head): its conv state and extra bytes
 
     @staticmethod
     def from_native(c) -> "CheckpointInfo":
@@ -175,7 +225,7 @@ class CheckpointInfo:
             encoding=name_of("dtype", c.encoding.dtype),
             layout=name_of("layout", c.encoding.layout) if c.encoding.dtype else None,
             blob_bytes=c.blob_bytes, state_bytes=c.state_bytes, total_bytes=c.total_bytes,
-            crc32c=c.crc32c)
+            crc32c=c.crc32c, side_bytes=c.side_bytes)
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,8 @@ TEST(HostTierTest, ALeaseOverAMappedTierGivesDeviceAddressesOfTheSameBytes) {
   EXPECT_TRUE(lease->host_addressable());
   for (int layer = 0; layer < lease->layers(); ++layer) {
     for (int head = 1; head < 3; ++head) {
-      EXPECT_EQ(lease->DeviceBlob(layer, head) - device_view,
-                lease->Blob(layer, head).data() - arena)
+      EXPECT_EQ(lease->DeviceUnit(layer, head) - device_view,
+                lease->Unit(layer, head).data() - arena)
           << layer << " " << head;
     }
   }

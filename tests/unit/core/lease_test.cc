@@ -121,29 +121,29 @@ TEST_F(LeaseTest, LeaseAccessors) {
   EXPECT_EQ(lease->hash(), HashOf(3));
   EXPECT_EQ(lease->heads(), (HeadRange{2, 4}));
   EXPECT_EQ(lease->layers(), 2);
-  EXPECT_EQ(lease->num_blobs(), 4u);
-  EXPECT_EQ(lease->blob_bytes(), ns_.blob_bytes);
+  EXPECT_EQ(lease->num_units(), 4u);
+  EXPECT_EQ(lease->unit_bytes(), ns_.unit_bytes);
   std::vector<uint8_t> blob(ns_.blob_bytes);
-  ASSERT_TRUE(lease->CopyBlob(1, 2, blob).ok());
+  ASSERT_TRUE(lease->CopyUnit(1, 2, blob).ok());
   EXPECT_EQ(blob, MakeBlob(ns_.spec.format, BlobSeed(3, 1, 2)));
-  EXPECT_EQ(lease->CopyBlob(1, 1, blob).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(lease->CopyBlob(2, 2, blob).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease->CopyUnit(1, 1, blob).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease->CopyUnit(2, 2, blob).code(), absl::StatusCode::kInvalidArgument);
   std::vector<uint8_t> small(10);
-  EXPECT_EQ(lease->CopyBlob(0, 2, small).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease->CopyUnit(0, 2, small).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(lease->CopyAll(small).code(), absl::StatusCode::kInvalidArgument);
   // Blobs 1..3 in (layer, head) order: (0, 3), (1, 2), (1, 3).
   std::vector<uint8_t> three(3 * ns_.blob_bytes), want;
-  ASSERT_TRUE(lease->CopyBlobs(1, 3, three).ok());
+  ASSERT_TRUE(lease->CopyUnits(1, 3, three).ok());
   for (auto [layer, head] : {std::pair{0, 3}, std::pair{1, 2}, std::pair{1, 3}}) {
     const std::vector<uint8_t> b = MakeBlob(ns_.spec.format, BlobSeed(3, layer, head));
     want.insert(want.end(), b.begin(), b.end());
   }
   EXPECT_EQ(three, want);
-  EXPECT_EQ(lease->CopyBlobs(2, 3, three).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(lease->CopyBlobs(0, 2, three).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease->CopyUnits(2, 3, three).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease->CopyUnits(0, 2, three).code(), absl::StatusCode::kInvalidArgument);
   lease->Release();
   EXPECT_EQ(lease->CopyAll(small).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(lease->CopyBlobs(0, 1, blob).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(lease->CopyUnits(0, 1, blob).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(LeaseTest, PinnedCheckpointsAreNeverEvicted) {

@@ -144,7 +144,7 @@ TEST_F(LookupTest, TensorParallelHalvesBecomeVisibleToTp1OnlyWhenBothCommitted) 
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(LeaseBytes(*lease), CheckpointBytes(ns_, 77, all));
   ASSERT_TRUE(lease->host_addressable());
-  EXPECT_EQ(std::vector<uint8_t>(lease->Blob(1, 3).begin(), lease->Blob(1, 3).end()),
+  EXPECT_EQ(std::vector<uint8_t>(lease->Unit(1, 3).begin(), lease->Unit(1, 3).end()),
             MakeBlob(ns_.spec.format, BlobSeed(77, 1, 3)));
   absl::StatusOr<ReadLease> straddle = store_->Get(ns_.id, chain[2], {1, 3});
   ASSERT_TRUE(straddle.ok());

@@ -31,7 +31,7 @@ TEST(NamespaceRegistryTest, RegisterIsIdempotentAndDerivesSizes) {
   EXPECT_LT((*info)->slot_bytes - (*info)->blob_bytes, kSlotAlignment);
   EXPECT_EQ((*info)->fp32_bytes_per_blob, 16u * 16u * 4u);
   EXPECT_EQ((*info)->format_label, "leap8");
-  EXPECT_EQ((*info)->Blobs(HeadRange{1, 3}), 4u);  // 2 layers x 2 heads
+  EXPECT_EQ((*info)->Units(HeadRange{1, 3}), 4u);  // 2 layers x 2 heads
   // No hint: the linear layers' cost, 8 dk dv per head per layer.
   EXPECT_DOUBLE_EQ((*info)->flops_per_token, 8.0 * 16 * 16 * 4 * 2);
 }

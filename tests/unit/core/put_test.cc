@@ -57,13 +57,13 @@ TEST_F(PutTest, ReserveGivesOneSpanPerLayerAndHead) {
   EXPECT_NE(r->id, 0u);
   EXPECT_EQ(r->layers, 2);
   EXPECT_EQ(r->heads, (HeadRange{1, 3}));
-  EXPECT_EQ(r->blob_bytes, ns_.blob_bytes);
-  ASSERT_EQ(r->blobs.size(), 4u);
-  for (const auto& s : r->blobs) {
+  EXPECT_EQ(r->unit_bytes, ns_.unit_bytes);
+  ASSERT_EQ(r->units.size(), 4u);
+  for (const auto& s : r->units) {
     EXPECT_EQ(s.size(), ns_.blob_bytes);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % kSlotAlignment, 0u);
   }
-  EXPECT_EQ(r->blob(1, 2).data(), r->blobs[3].data());
+  EXPECT_EQ(r->unit(1, 2).data(), r->units[3].data());
   EXPECT_EQ(r->deadline, clock_.Now() + StoreOptions().default_put_ttl);
   EXPECT_TRUE(store_->Abort(r->id).ok());
 }
@@ -72,8 +72,8 @@ TEST_F(PutTest, WritingTheSpansThenCommitPublishes) {
   absl::StatusOr<Reservation> r = store_->Reserve(Request(1));
   ASSERT_TRUE(r.ok());
   const std::vector<uint8_t> bytes = CheckpointBytes(ns_, 7, {0, 4});
-  for (size_t b = 0; b < r->blobs.size(); ++b) {
-    std::memcpy(r->blobs[b].data(), bytes.data() + b * ns_.blob_bytes, ns_.blob_bytes);
+  for (size_t b = 0; b < r->units.size(); ++b) {
+    std::memcpy(r->units[b].data(), bytes.data() + b * ns_.blob_bytes, ns_.blob_bytes);
   }
   EXPECT_FALSE(Visible(1));  // written but not committed
   ASSERT_TRUE(store_->Commit(r->id, Crc(bytes)).ok());
@@ -420,7 +420,7 @@ TEST_F(PutTest, BadRequestsChangeNothing) {
 TEST_F(PutTest, ASpanUsedAfterAbortIsReportedByAsan) {
   absl::StatusOr<Reservation> r = store_->Reserve(Request(1));
   ASSERT_TRUE(r.ok());
-  const std::span<uint8_t> span = r->blobs[0];
+  const std::span<uint8_t> span = r->units[0];
   ASSERT_TRUE(store_->Abort(r->id).ok());
   EXPECT_DEATH({ span[0] = 1; }, "use-after-poison");
 }

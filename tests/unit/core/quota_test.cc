@@ -30,13 +30,13 @@ class QuotaTest : public ::testing::Test {
     store_ = testing::MakeStore({{"host", budget, kPage}}, options);
     a_ = Register("tenant-a");
     b_ = Register("tenant-b");
-    per_ = PagesFor(a_.Blobs({0, 4}), a_.slot_bytes, kPage) * kPage;
+    per_ = PagesFor(a_.Units({0, 4}), a_.slot_bytes, kPage) * kPage;
   }
   // What Make's per_ will be (the tenants' namespaces are 2 x 4 blobs of 16 x 16).
   static uint64_t PerCheckpoint() {
     std::unique_ptr<CheckpointStore> s = testing::MakeStore({{"host", kPage * 4, kPage}});
     const NamespaceInfo ns = *s->GetNamespace(*s->RegisterNamespace(SmallSpec()));
-    return PagesFor(ns.Blobs({0, 4}), ns.slot_bytes, kPage) * kPage;
+    return PagesFor(ns.Units({0, 4}), ns.slot_bytes, kPage) * kPage;
   }
   NamespaceInfo Register(const std::string& tenant, int layers = 2) {
     absl::StatusOr<NamespaceId> id = store_->RegisterNamespace(SmallSpec(tenant, layers));

@@ -65,7 +65,7 @@ class Workload {
     EXPECT_EQ(lease.position(), (Position{(depth + 1) * kBlock, depth + 1}));
     for (int layer = 0; layer < lease.layers(); ++layer) {
       for (int h = lease.heads().begin; h < lease.heads().end; ++h) {
-        std::span<const uint8_t> got = lease.Blob(layer, h);
+        std::span<const uint8_t> got = lease.Unit(layer, h);
         if (got.size() != s.info.blob_bytes ||
             std::memcmp(got.data(), s.Blob(chain, depth, layer, h), got.size()) != 0) {
           mismatches_.fetch_add(1);
@@ -217,8 +217,8 @@ class Workload {
     }
     const uint32_t crc = Crc(bytes);
     if (!short_lived && mode < 60) {
-      for (size_t b = 0; b < r->blobs.size(); ++b) {
-        std::memcpy(r->blobs[b].data(), bytes.data() + b * s.info.blob_bytes, s.info.blob_bytes);
+      for (size_t b = 0; b < r->units.size(); ++b) {
+        std::memcpy(r->units[b].data(), bytes.data() + b * s.info.blob_bytes, s.info.blob_bytes);
       }
     } else {
       const size_t half = bytes.size() / 2 + 7;

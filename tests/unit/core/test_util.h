@@ -1,5 +1,5 @@
 // Shared helpers of the cache core's tests: small namespaces, real v1 blobs made with the CPU
-// reference encoder, whole-checkpoint byte images, and a one-call put.
+// reference encoder, side states, whole-checkpoint byte images, and a one-call put.
 //
 // Blobs are deterministic in (seed, layer, head) and distinct across them, so a test can
 // recompute what any hit must return and compare it byte for byte. Shapes are small
@@ -72,15 +72,38 @@ inline uint32_t BlobSeed(uint64_t seed, int layer, int head) {
                                static_cast<uint64_t>(head) * 7u + 1u);
 }
 
-// The blobs of `heads` (all layers) in (layer, head) order, concatenated.
+// A side state of `ns` (conv state, then extra bytes) drawn from `seed`: finite conv elements of
+// the namespace's dtype, any extra bytes. Empty for a namespace without one.
+inline std::vector<uint8_t> MakeSide(const NamespaceInfo& ns, uint32_t seed) {
+  std::mt19937 rng(seed ^ 0x5eed5u);
+  std::vector<uint8_t> side(ns.side_bytes);
+  const size_t width = ConvElementBytes(ns.spec.model.conv.dtype);
+  for (size_t i = 0; i < ns.conv_bytes; i += width) {
+    const float x = std::normal_distribution<float>(0.0f, 2.0f)(rng);
+    uint32_t bits = 0;
+    std::memcpy(&bits, &x, 4);
+    if (width == 2) {
+      // bf16: the float's high half; fp16: any pattern whose exponent is not all ones.
+      bits = ns.spec.model.conv.dtype == ConvDType::kBf16 ? bits >> 16 : (rng() & 0xbfffu);
+    }
+    std::memcpy(side.data() + i, &bits, width);
+  }
+  for (size_t i = ns.conv_bytes; i < side.size(); ++i) side[i] = static_cast<uint8_t>(rng());
+  return side;
+}
+
+// The units of `heads` (all layers) in (layer, head) order, concatenated: each blob followed by
+// its side state, if the namespace has one.
 inline std::vector<uint8_t> CheckpointBytes(const NamespaceInfo& ns, uint64_t seed,
                                             HeadRange heads) {
   std::vector<uint8_t> out;
-  out.reserve(ns.Blobs(heads) * ns.blob_bytes);
+  out.reserve(ns.Units(heads) * ns.unit_bytes);
   for (int layer = 0; layer < ns.spec.model.linear_layers; ++layer) {
     for (int h = heads.begin; h < heads.end; ++h) {
       std::vector<uint8_t> b = MakeBlob(ns.spec.format, BlobSeed(seed, layer, h));
       out.insert(out.end(), b.begin(), b.end());
+      std::vector<uint8_t> side = MakeSide(ns, BlobSeed(seed, layer, h));
+      out.insert(out.end(), side.begin(), side.end());
     }
   }
   return out;
@@ -114,7 +137,7 @@ inline absl::Status PutSeeded(CheckpointStore& store, const NamespaceInfo& ns,
   return PutBytes(store, ns.id, hash, position, heads, bytes);
 }
 
-// All blobs of a lease, (layer, head) order.
+// All units of a lease, (layer, head) order.
 inline std::vector<uint8_t> LeaseBytes(const ReadLease& lease) {
   std::vector<uint8_t> out(lease.total_bytes());
   EXPECT_TRUE(lease.CopyAll(out).ok());

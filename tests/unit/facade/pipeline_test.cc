@@ -315,7 +315,7 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
   ReadRequest r{ns_.id, {}, {1, 3}, std::nullopt};
   r.hash[0] = 5;
   auto host_reader = std::move(CheckpointReader::Open(*store_, r)).value();
-  EXPECT_TRUE(host_reader->TakeDeviceBlobs(0).empty());
+  EXPECT_TRUE(host_reader->TakeDeviceUnits(0).empty());
   EXPECT_FALSE(host_reader->done());
   host_reader.reset();
 
@@ -340,8 +340,8 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
 
   r.ns = ns.id;
   auto reader = std::move(CheckpointReader::Open(*store, r)).value();
-  EXPECT_TRUE(reader->TakeDeviceBlobs(1).empty()) << "another device";
-  const std::vector<const uint8_t*> on_device = reader->TakeDeviceBlobs(0);
+  EXPECT_TRUE(reader->TakeDeviceUnits(1).empty()) << "another device";
+  const std::vector<const uint8_t*> on_device = reader->TakeDeviceUnits(0);
   ASSERT_EQ(on_device.size(), size_t{kLayers} * 2);
   EXPECT_TRUE(reader->done());
   // Heads 1..2 of each layer, in place, and the CRC folded from the recorded ones equals the
@@ -362,7 +362,7 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
                          *store,
                          {ns.id, r.hash, {1, 3}, DenseFormat{DenseDType::kFp32, Orientation::kKV}}))
                .value();
-  EXPECT_TRUE(reader->TakeDeviceBlobs(0).empty());
+  EXPECT_TRUE(reader->TakeDeviceUnits(0).empty());
   reader.reset();
   EXPECT_EQ(store->Stats().leases, 0u);
 }

@@ -1,0 +1,158 @@
+"""Checkpoints with conv states and extra bytes through the real server: each (layer, head)'s
+conv state comes back byte for byte beside its recurrent state (compact and dense, numpy and
+torch, whole and by head range), puts without them are refused before anything is sent, and a
+non-finite conv element is refused by the server and leaves nothing."""
+
+import numpy as np
+import pytest
+import torch
+
+import leapcache
+from conftest import register
+
+RNG = np.random.default_rng(11)
+
+# GDN of 4 heads, dk = dv = 32: conv_dim = 2 x 4 x 32 + 4 x 32 = 384 channels, kernel 4.
+CONV = leapcache.ConvShape(channels=384, width=3, dtype="bfloat16")
+
+
+def conv_ns(client, tenant, **kwargs):
+    return register(client, tenant, conv=kwargs.pop("conv", CONV),
+                    extra_bytes=kwargs.pop("extra_bytes", 6), **kwargs)
+
+
+def states(ns, heads=None):
+    return RNG.standard_normal(ns.state_shape(heads)).astype(np.float32)
+
+
+def convs(ns, heads=None):
+    return torch.from_numpy(RNG.standard_normal(ns.conv_shape(heads)).astype(np.float32)).to(
+        torch.bfloat16 if ns.conv.dtype == "bfloat16" else torch.float16
+        if ns.conv.dtype == "float16" else torch.float32)
+
+
+def extras(ns, heads=None):
+    return RNG.integers(0, 256, ns.extra_shape(heads), dtype=np.uint8)
+
+
+def keys(n, salt):
+    return leapcache.chain_hashes(list(range(16 * n)), 16, salt=salt)
+
+
+def test_namespace_shapes(client, tenant):
+    ns = conv_ns(client, tenant)
+    assert ns.conv_shape() == (2, 4, 96, 3)
+    assert ns.conv_bytes == 96 * 3 * 2
+    assert ns.side_bytes == ns.conv_bytes + 6
+    assert ns.units_shape((1, 3)) == (2, 2, ns.blob_bytes + ns.side_bytes)
+    plain = register(client, tenant)
+    assert plain.side_bytes == 0 and plain.fingerprint != ns.fingerprint and plain.id != ns.id
+
+
+def test_dense_and_compact_round_trip_with_conv(client, tenant):
+    ns = conv_ns(client, tenant)
+    chain = keys(2, tenant)
+    s, c, e = states(ns), convs(ns), extras(ns)
+    client.put_from(ns, chain[0], s, conv=c, extra=e)
+    out = np.full_like(s, np.nan)
+    got_conv = torch.zeros_like(c)
+    got_extra = np.zeros_like(e)
+    info = client.get_into(ns, chain[0], out, conv=got_conv, extra=got_extra)
+    assert out.tobytes() == s.tobytes()  # fp32: lossless
+    assert torch.equal(got_conv.view(torch.int16), c.view(torch.int16))
+    assert np.array_equal(got_extra, e)
+    assert info.side_bytes == ns.side_bytes
+    assert info.total_bytes == s.nbytes + 8 * ns.side_bytes
+
+    # Compact: the blobs and the side states separately, or as whole units.
+    blobs = np.empty(ns.compact_shape(), np.uint8)
+    conv_again = torch.empty_like(c)
+    client.get_into(ns, chain[0], blobs, conv=conv_again, extra=np.empty_like(e))
+    assert torch.equal(conv_again.view(torch.int16), c.view(torch.int16))
+    units = np.empty(ns.units_shape(), np.uint8)
+    client.get_into(ns, chain[0], units)
+    assert np.array_equal(units[..., :ns.blob_bytes], blobs)
+    assert units[..., ns.blob_bytes:ns.blob_bytes + ns.conv_bytes].tobytes() == \
+        c.view(torch.int16).numpy().tobytes()
+    # A compact put of those units is the same checkpoint under another key.
+    client.put_from(ns, chain[1], units)
+    again = np.empty_like(units)
+    client.get_into(ns, chain[1], again)
+    assert np.array_equal(again, units)
+    # A get may drop the conv states and extra bytes.
+    client.get_into(ns, chain[0], np.empty_like(s))
+
+
+def test_head_ranges_carry_their_own_conv_states(client, tenant):
+    ns = conv_ns(client, tenant, format="leap8", extra_bytes=0)
+    key = keys(1, tenant)[0]
+    s, c = states(ns), convs(ns)
+    for lo, hi in ((0, 2), (2, 4)):
+        client.put_from(ns, key, np.ascontiguousarray(s[:, lo:hi]), heads=(lo, hi),
+                        conv=c[:, lo:hi].contiguous())
+    got = torch.empty(ns.conv_shape((1, 3)), dtype=torch.bfloat16)
+    client.get_into(ns, key, np.empty(ns.state_shape((1, 3)), np.float32), heads=(1, 3),
+                    conv=got)
+    assert torch.equal(got.view(torch.int16), c[:, 1:3].contiguous().view(torch.int16))
+
+
+def test_batches_with_conv(client, tenant):
+    ns = conv_ns(client, tenant, extra_bytes=0)
+    chain = keys(3, tenant)
+    ss = [states(ns) for _ in chain]
+    cs = [convs(ns) for _ in chain]
+    assert client.batch_put_from(ns, chain, ss, convs=cs) == [None, None, None]
+    outs = [np.empty_like(s) for s in ss]
+    got = [torch.empty_like(c) for c in cs]
+    results = client.batch_get_into(ns, chain, outs, convs=got)
+    assert all(isinstance(r, leapcache.CheckpointInfo) for r in results)
+    for o, s, g, c in zip(outs, ss, got, cs):
+        assert o.tobytes() == s.tobytes() and torch.equal(g.view(torch.int16), c.view(torch.int16))
+
+
+def test_missing_or_wrong_side_arrays_are_refused_before_sending(client, tenant):
+    ns = conv_ns(client, tenant)
+    key = keys(1, tenant)[0]
+    s, c, e = states(ns), convs(ns), extras(ns)
+    with pytest.raises(ValueError, match="pass conv="):
+        client.put_from(ns, key, s, extra=e)
+    with pytest.raises(ValueError, match="pass extra="):
+        client.put_from(ns, key, s, conv=c)
+    with pytest.raises(TypeError, match="keeps it as bfloat16"):
+        client.put_from(ns, key, s, conv=c.float(), extra=e)
+    with pytest.raises(ValueError, match="has shape"):
+        client.put_from(ns, key, s, conv=c[:, :2].contiguous(), extra=e)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        client.put_from(ns, key, s, conv=c.transpose(2, 3).contiguous().transpose(2, 3), extra=e)
+    plain = register(client, tenant)
+    with pytest.raises(ValueError, match="do not apply"):
+        client.put_from(plain, key, states(plain), conv=c)
+    assert not client.lookup(ns, [key])
+    assert not client.lookup(plain, [key])
+
+
+def test_non_finite_conv_state_is_refused_by_the_server(client, tenant):
+    ns = conv_ns(client, tenant, extra_bytes=0)
+    key = keys(1, tenant)[0]
+    c = convs(ns)
+    c[1, 2, 5, 1] = float("inf")
+    with pytest.raises(leapcache.InvalidArgumentError, match=r"conv state \(layer 1, head 2\)"):
+        client.put_from(ns, key, states(ns), conv=c)
+    assert not client.lookup(ns, [key])
+
+
+def test_data_plane_moves_whole_units(client, tenant):
+    ns = conv_ns(client, tenant, extra_bytes=0)
+    key = keys(1, tenant)[0]
+    s = states(ns)
+    with client.attach("side-state-engine", transports=["inline"]) as engine:
+        with pytest.raises(ValueError, match="whole compact units"):
+            engine.get_into(ns, key, np.empty_like(s))
+        units = np.empty(ns.units_shape(), np.uint8)
+        client.put_from(ns, key, s, conv=convs(ns))
+        client.get_into(ns, key, units)
+        engine.register(units)
+        got = np.zeros_like(units)
+        engine.register(got)
+        engine.get_into(ns, key, got)
+        assert np.array_equal(got, units)

@@ -296,10 +296,11 @@ absl::StatusOr<FormatRun> RunFormat(const std::vector<WorkloadRequest>& requests
   run.blob_bytes = pool.blob_bytes(format_index);
   run.checkpoint_bytes = pool.checkpoint_bytes(format_index);
   run.payload_relative_error = pool.mean_relative_error(format_index);
-  if (ns.blob_bytes != run.blob_bytes) {
+  if (ns.blob_bytes != run.blob_bytes || ns.side_bytes != pool.side_bytes()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "server stores ", ns.blob_bytes, "-byte blobs for ", format.label, ", the pool made ",
-        run.blob_bytes));
+        "server stores ", ns.blob_bytes, "-byte blobs with ", ns.side_bytes,
+        "-byte side states for ", format.label, ", the pool made ", run.blob_bytes, " and ",
+        pool.side_bytes()));
   }
   LC_ASSIGN_OR_RETURN(run.server.before, control.Stats());
 

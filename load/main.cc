@@ -81,6 +81,11 @@ ABSL_FLAG(int, heads, 4, "heads per layer");
 ABSL_FLAG(int, dk, 128, "key dimension of a state");
 ABSL_FLAG(int, dv, 128, "value dimension of a state");
 ABSL_FLAG(std::string, kind, "gdn", "gdn or kda");
+ABSL_FLAG(int, conv_channels, 0,
+          "conv-state channels per layer (all heads; a multiple of --heads); 0: no conv state");
+ABSL_FLAG(int, conv_width, 3, "conv-state width per channel (conv_kernel - 1)");
+ABSL_FLAG(std::string, conv_dtype, "bf16", "conv-state element type: bf16, fp16 or fp32");
+ABSL_FLAG(int, extra_bytes, 0, "opaque bytes per (layer, head) beside the states");
 ABSL_FLAG(std::string, formats, "fp32,bf16,leap8,leap6,leap4",
           "storage formats to compare, in order: fp32, bf16, leap8, leap6, leap4");
 ABSL_FLAG(int, pool_states, 32, "distinct real head states in the payload pool");
@@ -152,6 +157,22 @@ absl::StatusOr<client::ModelShape> ModelFromFlags() {
   if (m.total_heads < 1 || m.total_heads > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--heads must be in [1, 1024] (got ", m.total_heads, ")"));
   }
+  if (const int channels = absl::GetFlag(FLAGS_conv_channels); channels != 0) {
+    client::ConvShape conv{channels, absl::GetFlag(FLAGS_conv_width)};
+    const std::string dtype = absl::GetFlag(FLAGS_conv_dtype);
+    if (dtype == "bf16") {
+      conv.dtype = client::ConvDType::kBf16;
+    } else if (dtype == "fp16") {
+      conv.dtype = client::ConvDType::kFp16;
+    } else if (dtype == "fp32") {
+      conv.dtype = client::ConvDType::kFp32;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--conv_dtype must be bf16, fp16 or fp32 (got \"", dtype, "\")"));
+    }
+    m.conv = conv;
+  }
+  m.extra_bytes = absl::GetFlag(FLAGS_extra_bytes);
   return m;
 }
 

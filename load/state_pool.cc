@@ -48,6 +48,26 @@ std::vector<float> RunTrajectory(const client::ModelShape& model, const StatePoo
   return S;
 }
 
+// Side state `i`: the conv elements pseudo-random with the exponent's top bit clear (finite, as
+// the server requires), then pseudo-random extra bytes.
+void MakeSide(const client::ModelShape& model, uint64_t seed, int i, std::span<uint8_t> out) {
+  size_t conv_bytes = 0;
+  size_t width = 0;
+  if (model.conv.has_value()) {
+    width = model.conv->dtype == client::ConvDType::kFp32 ? 4 : 2;
+    conv_bytes = static_cast<size_t>(model.conv->channels / model.total_heads) *
+                 model.conv->width * width;
+  }
+  uint64_t x = Mix(seed ^ Mix(0x51de0000ull + static_cast<uint64_t>(i)));
+  for (size_t b = 0; b < out.size(); ++b) {
+    if (b % 8 == 0) x = Mix(x);
+    out[b] = static_cast<uint8_t>(x >> (8 * (b % 8)));
+  }
+  for (size_t e = 0; e + width <= conv_bytes && width > 0; e += width) {
+    out[e + width - 1] &= 0xbf;  // bit 30 of an fp32, bit 14 of a bf16 or fp16
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StatePool>> StatePool::Build(const client::ModelShape& model,
@@ -74,6 +94,23 @@ absl::StatusOr<std::unique_ptr<StatePool>> StatePool::Build(const client::ModelS
   pool->options_ = options;
   pool->heads_per_checkpoint_ = model.linear_layers * model.total_heads;
   pool->blobs_.resize(formats.size());
+  if (model.conv.has_value()) {
+    if (model.conv->channels < 1 || model.conv->channels % model.total_heads != 0 ||
+        model.conv->width < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "conv channels must be a positive multiple of the heads and the width >= 1 (got ",
+          model.conv->channels, " x ", model.conv->width, ")"));
+    }
+    pool->side_bytes_ = static_cast<uint64_t>(model.conv->channels / model.total_heads) *
+                        model.conv->width * (model.conv->dtype == client::ConvDType::kFp32 ? 4 : 2);
+  }
+  if (model.extra_bytes < 0) return absl::InvalidArgumentError("extra bytes must be >= 0");
+  pool->side_bytes_ += static_cast<uint64_t>(model.extra_bytes);
+  pool->sides_.resize(pool->side_bytes_ * options.distinct_states);
+  for (int i = 0; i < options.distinct_states; ++i) {
+    MakeSide(model, options.seed, i,
+             std::span<uint8_t>(pool->sides_).subspan(i * pool->side_bytes_, pool->side_bytes_));
+  }
   const size_t elems = static_cast<size_t>(model.dk) * model.dv;
   std::vector<float> decoded(elems);
   for (int i = 0; i < options.distinct_states; ++i) {
@@ -107,19 +144,28 @@ size_t StatePool::Entry(uint64_t seed, int slot) const {
 
 void StatePool::CheckpointBlobs(size_t format, uint64_t seed, std::vector<uint8_t>& out) const {
   const FormatBlobs& fb = blobs_[format];
+  const size_t unit = fb.blob_bytes + side_bytes_;
   out.resize(checkpoint_bytes(format));
   for (int k = 0; k < heads_per_checkpoint_; ++k) {
-    std::memcpy(out.data() + k * fb.blob_bytes, fb.bytes.data() + Entry(seed, k) * fb.blob_bytes,
-                fb.blob_bytes);
+    const size_t e = Entry(seed, k);
+    std::memcpy(out.data() + k * unit, fb.bytes.data() + e * fb.blob_bytes, fb.blob_bytes);
+    if (side_bytes_ > 0) {
+      std::memcpy(out.data() + k * unit + fb.blob_bytes, sides_.data() + e * side_bytes_,
+                  side_bytes_);
+    }
   }
 }
 
 bool StatePool::Matches(size_t format, uint64_t seed, std::span<const uint8_t> bytes) const {
   const FormatBlobs& fb = blobs_[format];
+  const size_t unit = fb.blob_bytes + side_bytes_;
   if (bytes.size() != checkpoint_bytes(format)) return false;
   for (int k = 0; k < heads_per_checkpoint_; ++k) {
-    if (std::memcmp(bytes.data() + k * fb.blob_bytes,
-                    fb.bytes.data() + Entry(seed, k) * fb.blob_bytes, fb.blob_bytes) != 0) {
+    const size_t e = Entry(seed, k);
+    if (std::memcmp(bytes.data() + k * unit, fb.bytes.data() + e * fb.blob_bytes,
+                    fb.blob_bytes) != 0 ||
+        std::memcmp(bytes.data() + k * unit + fb.blob_bytes, sides_.data() + e * side_bytes_,
+                    side_bytes_) != 0) {
       return false;
     }
   }
@@ -134,7 +180,10 @@ std::string StatePool::Description() const {
       " tokens of synthetic inputs (gpu/tools/synthetic.h, seed ", options_.seed,
       "), encoded once per format with the CPU reference codec; a checkpoint is ",
       model_.linear_layers, " layers x ", model_.total_heads,
-      " heads of them, chosen per (layer, head) by a hash of the checkpoint's block hash");
+      " heads of them, chosen per (layer, head) by a hash of the checkpoint's block hash",
+      side_bytes_ > 0 ? absl::StrCat(", each with a ", side_bytes_,
+                                     "-byte side state (conv state and extra bytes)")
+                      : "");
 }
 
 }  // namespace leapcache::load

@@ -8,7 +8,9 @@
 // is layers x heads of these blobs, the (layer, head) slot k of checkpoint `seed` taking pool
 // entry mix(seed, k) mod distinct_states: the bytes are a pure function of (format, seed), so
 // every get can be checked byte for byte without keeping what was put, and two checkpoints
-// practically never share all their blobs.
+// practically never share all their blobs. Where the model has a conv state or extra bytes, each
+// blob is followed by a side state of the same entry (finite pseudo-random conv elements of the
+// model's dtype, then pseudo-random bytes): the units the server stores.
 #pragma once
 
 #include <cstdint>
@@ -36,15 +38,17 @@ class StatePool {
                                                           const std::vector<LoadFormat>& formats,
                                                           const StatePoolOptions& options);
 
-  // The (layer, head)-ordered blobs of checkpoint `seed` in formats[format], written to `out`
-  // (resized to checkpoint_bytes(format)).
+  // The (layer, head)-ordered units (blob, then side state) of checkpoint `seed` in
+  // formats[format], written to `out` (resized to checkpoint_bytes(format)).
   void CheckpointBlobs(size_t format, uint64_t seed, std::vector<uint8_t>& out) const;
   // True iff `bytes` are exactly CheckpointBlobs(format, seed).
   bool Matches(size_t format, uint64_t seed, std::span<const uint8_t> bytes) const;
 
   uint64_t blob_bytes(size_t format) const { return blobs_[format].blob_bytes; }
+  // Of each (layer, head): its conv state and extra bytes (0 without them).
+  uint64_t side_bytes() const { return side_bytes_; }
   uint64_t checkpoint_bytes(size_t format) const {
-    return blobs_[format].blob_bytes * static_cast<uint64_t>(heads_per_checkpoint_);
+    return (blobs_[format].blob_bytes + side_bytes_) * static_cast<uint64_t>(heads_per_checkpoint_);
   }
   // ||decode(blob) - S|| / ||S|| averaged over the pool's states, per format.
   double mean_relative_error(size_t format) const { return blobs_[format].mean_relative_error; }
@@ -65,6 +69,8 @@ class StatePool {
   StatePoolOptions options_;
   int heads_per_checkpoint_ = 0;
   std::vector<FormatBlobs> blobs_;
+  uint64_t side_bytes_ = 0;
+  std::vector<uint8_t> sides_;  // distinct_states side states back to back
 };
 
 }  // namespace leapcache::load

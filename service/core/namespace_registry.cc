@@ -203,7 +203,7 @@ absl::StatusOr<NamespaceId> NamespaceRegistry::Register(const NamespaceSpec& spe
   info->side_bytes = conv_bytes + static_cast<size_t>(spec.model.extra_bytes);
   info->unit_bytes = blob_bytes + info->side_bytes;
   info->slot_bytes = slot_bytes;
-  info->fp32_bytes_per_blob = 4ull * spec.model.dk * spec.model.dv;
+  info->fp32_bytes_per_blob = 4ull * spec.model.dk * spec.model.dv + info->side_bytes;
   info->flops_per_token =
       spec.flops_per_token > 0
           ? spec.flops_per_token

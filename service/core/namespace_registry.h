@@ -100,7 +100,9 @@ struct NamespaceInfo {
   size_t side_bytes = 0;             // conv_bytes + extra_bytes
   size_t unit_bytes = 0;             // blob_bytes + side_bytes
   size_t slot_bytes = 0;             // unit_bytes rounded up to kSlotAlignment
-  uint64_t fp32_bytes_per_blob = 0;  // dk * dv * 4: what an engine keeps per (layer, head)
+  // dk * dv * 4 + side_bytes: what an engine keeps per (layer, head), the state at fp32 and the
+  // side state as it is (stored as it is, too).
+  uint64_t fp32_bytes_per_blob = 0;
   // spec.flops_per_token if given, else 8 * dk * dv * total_heads * linear_layers: per head and
   // token the delta rule reads S^T k, adds k u^T, decays S and reads out S^T q, ~8 dk dv FLOPs.
   double flops_per_token = 0;

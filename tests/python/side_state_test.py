@@ -146,8 +146,8 @@ def test_data_plane_moves_whole_units(client, tenant):
     key = keys(1, tenant)[0]
     s = states(ns)
     with client.attach("side-state-engine", transports=["inline"]) as engine:
-        with pytest.raises(ValueError, match="whole compact units"):
-            engine.get_into(ns, key, np.empty_like(s))
+        with pytest.raises(ValueError, match="moves whole units"):
+            engine.get_into(ns, key, np.empty_like(s))  # no conv=: whole units or nothing
         units = np.empty(ns.units_shape(), np.uint8)
         client.put_from(ns, key, s, conv=convs(ns))
         client.get_into(ns, key, units)
@@ -156,3 +156,27 @@ def test_data_plane_moves_whole_units(client, tenant):
         engine.register(got)
         engine.get_into(ns, key, got)
         assert np.array_equal(got, units)
+
+
+def test_data_plane_joins_states_and_conv_states_in_its_staging_buffer(client, tenant):
+    ns = conv_ns(client, tenant, format="leap8")
+    key = keys(1, tenant)[0]
+    s, c, e = torch.from_numpy(states(ns)), convs(ns), torch.from_numpy(extras(ns))
+    with client.attach("side-state-staging", transports=["inline"]) as engine:
+        engine.put_from(ns, key, s, conv=c, extra=e)
+        out = torch.empty_like(s)
+        got_conv, got_extra = torch.zeros_like(c), torch.zeros_like(e)
+        info = engine.get_into(ns, key, out, conv=got_conv, extra=got_extra)
+        assert info.side_bytes == ns.side_bytes
+        assert torch.equal(got_conv.view(torch.int16), c.view(torch.int16))
+        assert torch.equal(got_extra, e)
+        # The states went through the namespace's 8-bit format: what the host Client reads.
+        want = np.empty(ns.state_shape(), np.float32)
+        client.get_into(ns, key, want, conv=torch.empty_like(c), extra=np.empty_like(e.numpy()))
+        assert np.array_equal(out.numpy(), want)
+        # A second, smaller get reuses the staging buffer.
+        part = torch.empty(ns.state_shape((0, 2)), dtype=torch.float32)
+        part_conv = torch.empty(ns.conv_shape((0, 2)), dtype=torch.bfloat16)
+        engine.get_into(ns, key, part, heads=(0, 2), conv=part_conv,
+                        extra=torch.empty(ns.extra_shape((0, 2)), dtype=torch.uint8))
+        assert torch.equal(part_conv.view(torch.int16), c[:, :2].contiguous().view(torch.int16))

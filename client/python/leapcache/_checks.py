@@ -68,12 +68,15 @@ def put_target(ns: Namespace, key, pos, h, ttl) -> _native.PutTarget:
 
 
 def states(ns: Namespace, array, what: str, h, layout, writing: bool,
-           device: Optional[str] = "cpu") -> Tuple[ArrayInfo, _native.Encoding]:
+           device: Optional[str] = "cpu", whole_units: Optional[bool] = None
+           ) -> Tuple[ArrayInfo, _native.Encoding]:
     """The array's ArrayInfo and the encoding its dtype asks for, once it matches the namespace:
     uint8 [layers, heads, blob_bytes] is compact v1 blobs (or, for a namespace with a side
     state, [layers, heads, blob_bytes + side_bytes]: whole units); float32 or bfloat16
     [layers, heads, dk, dv] (layout "kv") or [layers, heads, dv, dk] ("vk") dense states.
-    `device` "cpu": host memory only; None: any (the data plane, which moves whole units)."""
+    `device` "cpu": host memory only; None: any. whole_units: the array must hold whole units
+    for a namespace with a side state (default: when device is None, the data plane without
+    conv= and extra=)."""
     info = inspect(array, what)
     if info.dtype == "uint8":
         if layout is not None:
@@ -96,12 +99,13 @@ def states(ns: Namespace, array, what: str, h, layout, writing: bool,
     else:
         raise TypeError(f"{what} has dtype {info.dtype}: dense states are float32 or bfloat16, "
                         "compact v1 blobs uint8")
-    if device is None and ns.side_bytes > 0 and tuple(expected) != tuple(ns.units_shape(h)):
+    if whole_units is None:
+        whole_units = device is None
+    if whole_units and ns.side_bytes > 0 and tuple(expected) != tuple(ns.units_shape(h)):
         raise ValueError(f"namespace {ns.id} stores a side state with every (layer, head): the "
-                         f"data plane moves whole compact units, so {what} must be uint8 "
-                         f"{list(ns.units_shape(h))} ([layers, heads, blob_bytes + side_bytes]); "
-                         "dense states with their conv states go through the Client's get_into "
-                         "and put_from")
+                         f"data plane moves whole units: pass conv= (and extra=) beside "
+                         f"{what}, or {what} as uint8 {list(ns.units_shape(h))} ([layers, heads, "
+                         "blob_bytes + side_bytes])")
     if info.shape != tuple(expected):
         raise ValueError(f"{what} has shape {list(info.shape)}; namespace {ns.id} takes "
                          f"{list(expected)} ({described})")

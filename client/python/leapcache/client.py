@@ -341,7 +341,10 @@ class Client:
         self._put(target, enc, info, side)
 
     def _put(self, target, enc, info, side=None) -> None:
-        stage = None if side is None else _side.gather(side)
+        stage = None
+        if side is not None:
+            stage = _side.staging(side)
+            _side.gather(side, stage)
         source = info if stage is None else inspect(stage, "staging")
         with self._handle.use() as c:
             _check(_native.lib().leapcache_put_from(c, ctypes.byref(target), ctypes.byref(enc),

@@ -11,6 +11,9 @@ UCX, or inline gRPC behind the same calls).
 
 A view passed to get_into/put_from must lie inside one registered buffer and be C-contiguous;
 the service reads or writes it while the call runs, so leave it untouched until the call returns.
+For a namespace with a conv state, states and conv states (conv=, extra=) may be anywhere in host
+or CUDA memory (torch tensors for CUDA): the engine joins and splits the units in a staging
+buffer it registers itself, one per device, grown as needed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import ctypes
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Union
 
-from . import _checks, _native
+from . import _checks, _native, _side
 from ._handle import Handle
 from .arrays import inspect
 from .client import Client, _check, _Options, _text
@@ -94,6 +97,7 @@ class Engine:
         # the engine's transfers.
         self.client = Client._borrowed(lib.leapcache_engine_client(ptr.value), options)
         self._buffers: Dict[int, Buffer] = {}
+        self._stages: Dict[tuple, tuple] = {}  # (device, index) -> (Buffer, staging array)
 
     # ---- lifetime ----
 
@@ -106,12 +110,14 @@ class Engine:
         with self._handle.use() as e:
             _check(_native.lib().leapcache_engine_detach(e))
         self._buffers.clear()
+        self._stages.clear()
 
     def close(self) -> None:
         """Detaches and frees the engine and its client; waits for calls in flight."""
         self.client.close()
         self._handle.close()
         self._buffers.clear()
+        self._stages.clear()
 
     def __enter__(self) -> "Engine":
         return self
@@ -163,14 +169,37 @@ class Engine:
     # ---- transfers ----
 
     def get_into(self, namespace: Namespace, key, out, *, heads=None,
-                 layout: Optional[str] = None) -> CheckpointInfo:
-        """As Client.get_into, with `out` inside a registered buffer (host or CUDA)."""
+                 layout: Optional[str] = None, conv=None, extra=None) -> CheckpointInfo:
+        """As Client.get_into, with `out` inside a registered buffer (host or CUDA); with conv=
+        (and extra=) for a namespace with a conv state, through the engine's staging buffer."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         raw = key_bytes(key)
-        info, enc = _checks.states(ns, out, "out", h, layout, writing=True, device=None)
+        staged = ns.side_bytes > 0 and (conv is not None or extra is not None)
+        info, enc = _checks.states(ns, out, "out", h, layout, writing=True, device=None,
+                                   whole_units=not staged)
+        if staged:
+            side = _side.plan(ns, info, conv, extra, h, writing=True, device=info.device)
+            buffer, stage = self._stage(side, info.device_index)
+            result = self._get(ns, raw, h, enc, buffer.id, 0)
+            _side.scatter(side, stage)
+            return result
         buffer_id, offset = self._locate(info, "out")
         return self._get(ns, raw, h, enc, buffer_id, offset)
+
+    def _stage(self, side, device_index: int):
+        """The registered staging buffer of the plan's device, at least side.nbytes long, as
+        (Buffer, [units, unit_bytes] view of its start)."""
+        slot = (side.device, device_index)
+        held = self._stages.get(slot)
+        if held is None or held[0].nbytes < side.nbytes:
+            if held is not None:
+                self.release(held[0])
+            stage = _side.staging(side, device_index)
+            held = (self.register(stage), stage.reshape(-1))
+            self._stages[slot] = held
+        flat = held[1][:side.nbytes]
+        return held[0], flat.reshape(side.units, side.unit_bytes)
 
     def _get(self, ns, raw, h, enc, buffer_id, offset) -> CheckpointInfo:
         result = _native.new(_native.CheckpointInfo)
@@ -182,12 +211,28 @@ class Engine:
         return CheckpointInfo.from_native(result)
 
     def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
-                 layout: Optional[str] = None, ttl: Optional[float] = None) -> None:
-        """As Client.put_from, with `states` inside a registered buffer (host or CUDA)."""
+                 layout: Optional[str] = None, ttl: Optional[float] = None, conv=None,
+                 extra=None) -> None:
+        """As Client.put_from, with `states` inside a registered buffer (host or CUDA); with
+        conv= (and extra=) for a namespace with a conv state, through the engine's staging
+        buffer."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         target = _checks.put_target(ns, key, position, h, ttl)
-        info, enc = _checks.states(ns, states, "states", h, layout, writing=False, device=None)
+        staged = ns.side_bytes > 0 and (conv is not None or extra is not None)
+        info, enc = _checks.states(ns, states, "states", h, layout, writing=False, device=None,
+                                   whole_units=not staged)
+        if staged:
+            side = _side.plan(ns, info, conv, extra, h, writing=False, device=info.device)
+            buffer, stage = self._stage(side, info.device_index)
+            _side.gather(side, stage)
+            if side.device == "cuda":
+                # The service reads the staging buffer from its own context: the copies into it
+                # must be done first.
+                import torch
+                torch.cuda.synchronize(stage.device)
+            self._put(target, enc, buffer.id, 0, side.nbytes)
+            return
         buffer_id, offset = self._locate(info, "states")
         self._put(target, enc, buffer_id, offset, info.nbytes)
 

@@ -97,6 +97,42 @@ TEST(LoadReplay, EveryFormatStaysConsistentUnderEviction) {
   EXPECT_EQ(*code, 0);
 }
 
+TEST(LoadReplay, CheckpointsWithConvStatesAreVerifiedUnitForUnit) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(kServerArgs);
+  ASSERT_TRUE(server.ok()) << server.status();
+  MooncakeTraceOptions trace_options;
+  trace_options.max_requests = 60;
+  absl::StatusOr<std::vector<WorkloadRequest>> requests =
+      LoadMooncakeTrace(LEAPCACHE_LOAD_TRACE, trace_options);
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  client::ModelShape model = SmallShape();
+  model.conv = client::ConvShape{model.total_heads * 24, 3, client::ConvDType::kBf16};
+  model.extra_bytes = 8;
+  const std::vector<LoadFormat> formats = *ParseFormats("leap8");
+  StatePoolOptions pool_options;
+  pool_options.distinct_states = 8;
+  pool_options.trajectory_tokens = 64;
+  absl::StatusOr<std::unique_ptr<StatePool>> pool =
+      StatePool::Build(model, formats, pool_options);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_EQ((*pool)->side_bytes(), 24u * 3 * 2 + 8);
+
+  RunnerOptions options;
+  options.target = (*server)->target();
+  options.model = model;
+  options.admission = Admission::kBranchPoints;
+  ProgressLine progress(false);
+  absl::StatusOr<FormatRun> run = RunFormat(*requests, **pool, 0, formats[0], options, progress);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::vector<std::string> violations = CheckFormatRun(*run);
+  EXPECT_TRUE(violations.empty()) << violations.front();
+  EXPECT_GT(run->counters.gets_verified, 0u);
+  EXPECT_EQ(run->counters.gets_verified, run->counters.gets);
+  absl::StatusOr<int> code = (*server)->Stop();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
 TEST(LoadReplay, BinaryWritesAConsistentReportAndPlots) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(kServerArgs);
   ASSERT_TRUE(server.ok()) << server.status();

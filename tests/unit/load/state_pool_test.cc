@@ -70,6 +70,38 @@ TEST(StatePool, BytesAreAFunctionOfTheSeedAndMatchesChecksThem) {
   EXPECT_FALSE(pool->Matches(0, 1000, a));
 }
 
+TEST(StatePool, UnitsCarryAFiniteSideStateThatMatchesChecks) {
+  const std::vector<LoadFormat> formats = *ParseFormats("leap8");
+  client::ModelShape m = Shape();
+  m.conv = client::ConvShape{3 * 16, 3, client::ConvDType::kBf16};  // 16 channels per head
+  m.extra_bytes = 5;
+  StatePoolOptions o;
+  o.distinct_states = 6;
+  o.trajectory_tokens = 64;
+  absl::StatusOr<std::unique_ptr<StatePool>> pool = StatePool::Build(m, formats, o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  const uint64_t conv_bytes = 16 * 3 * 2;
+  ASSERT_EQ((*pool)->side_bytes(), conv_bytes + 5);
+  const uint64_t unit = (*pool)->blob_bytes(0) + (*pool)->side_bytes();
+  EXPECT_EQ((*pool)->checkpoint_bytes(0), unit * 6);
+  std::vector<uint8_t> bytes;
+  (*pool)->CheckpointBlobs(0, 7, bytes);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_TRUE(ParseBlob(std::span<const uint8_t>(bytes).subspan(k * unit,
+                                                                   (*pool)->blob_bytes(0)))
+                    .ok());
+    for (uint64_t e = 0; e < conv_bytes; e += 2) {
+      const uint16_t v = static_cast<uint16_t>(bytes[k * unit + (*pool)->blob_bytes(0) + e] |
+                                               bytes[k * unit + (*pool)->blob_bytes(0) + e + 1]
+                                                   << 8);
+      EXPECT_NE(v & 0x7f80, 0x7f80) << "unit " << k << " element " << e / 2;
+    }
+  }
+  EXPECT_TRUE((*pool)->Matches(0, 7, bytes));
+  bytes[unit - 1] ^= 1;  // the first unit's last extra byte
+  EXPECT_FALSE((*pool)->Matches(0, 7, bytes));
+}
+
 TEST(StatePool, RejectsBadShapesAndOptions) {
   const std::vector<LoadFormat> formats = *ParseFormats("leap8");
   client::ModelShape m = Shape();

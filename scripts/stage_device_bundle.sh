@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds, on this Debian machine (CUDA toolkit, gRPC, Abseil, UCX), everything the service runs
 # on a GPU machine that has CUDA but none of those libraries, and stages it for the trip:
-# OUT/bin (stripped binaries: the server, the service-side device tests, the benchmarks) and
-# OUT/lib (Debian's shared libraries, scripts/stage_runtime_libs.sh). Then, on the GPU machine,
+# OUT/bin (stripped binaries: the server, the service-side device tests, the benchmarks),
+# OUT/python (the Python package with its libleapcache_c.so) and OUT/lib (Debian's shared
+# libraries, scripts/stage_runtime_libs.sh). Then, on the GPU machine,
 # from the repository root:   scripts/device_service_check.sh OUT RESULTS_DIR
 #
 # With ARCHIVE, the bundle is also written there as one xz-compressed tar (about a sixth of its
@@ -27,13 +28,14 @@ binaries=(
   service/bench/leapcache-service-bench
   service/bench/leapcache-transfer-bench
 )
-targets=()
+targets=(leapcache_python)
 for b in "${binaries[@]}"; do targets+=("$(basename "$b")"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$out"
-mkdir -p "$out/bin"
+mkdir -p "$out/bin" "$out/python"
 for b in "${binaries[@]}"; do cp "$build/$b" "$out/bin/"; done
-strip "$out"/bin/*
+cp -r "$build/client/python/leapcache" "$out/python/"
+strip "$out"/bin/* "$out"/python/leapcache/*.so
 scripts/stage_runtime_libs.sh "$out" >/dev/null
 du -sh "$out"
 if [ -n "$archive" ]; then

@@ -227,6 +227,9 @@ class RunState {
     t.decode_s += c.decode_s;
     t.queue_delay_s_max = std::max(t.queue_delay_s_max, c.queue_delay_s_max);
     progress_.Update(t.requests, t.lookups, t.lookup_hits, t.puts, t.gets);
+    if (o_.counter_file != nullptr) {
+      o_.counter_file->Add(c.gets_verified, c.gets_mismatched, c.gets_missing);
+    }
   }
 
   const std::vector<WorkloadRequest>& requests_;

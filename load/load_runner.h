@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "leapcache/client.h"
+#include "load/counter_file.h"
 #include "load/engine_model.h"
 #include "load/load_format.h"
 #include "load/load_report.h"
@@ -43,6 +44,8 @@ struct RunnerOptions {
   // Delete every checkpoint this run put once it is over, so the next format starts from an
   // empty store (the comparison's method); off leaves them for inspection.
   bool empty_store_after = true;
+  // Where the checked gets are counted as they happen (counter_file.h); null: nowhere.
+  CounterFile* counter_file = nullptr;
 };
 
 // INVALID_ARGUMENT naming the bad option.

@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "leapcache/client.h"
+#include "load/counter_file.h"
 #include "load/engine_model.h"
 #include "load/load_format.h"
 #include "load/load_report.h"
@@ -104,6 +105,9 @@ ABSL_FLAG(double, peak_tflops, 989, "FLOP model: accelerator peak, TFLOP/s");
 ABSL_FLAG(double, mfu, 0.4, "FLOP model: achieved fraction of the peak");
 ABSL_FLAG(double, decode_tokens_per_s, 60, "decode speed of one request");
 ABSL_FLAG(bool, keep, false, "leave each format's checkpoints in the server (no emptying)");
+ABSL_FLAG(std::string, counters_file, "",
+          "where the checked gets (verified, mismatched, missing) are kept up to date while the "
+          "run goes on, for a client that may be killed (counter_file.h); empty: none");
 ABSL_FLAG(std::string, gnuplot, "gnuplot", "the gnuplot program for the PNG plots");
 
 namespace leapcache::load {
@@ -295,6 +299,14 @@ int Run(const std::string& command) {
   report.time_scale = runner->time_scale;
 
   ProgressLine progress(isatty(STDOUT_FILENO) == 1);
+  std::unique_ptr<CounterFile> counters;
+  if (const std::string path = absl::GetFlag(FLAGS_counters_file); !path.empty()) {
+    counters = std::make_unique<CounterFile>(path);
+    if (!counters->Flush()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat("cannot write --counters_file ", path)));
+    }
+    runner->counter_file = counters.get();
+  }
   for (size_t f = 0; f < formats->size(); ++f) {
     absl::StatusOr<FormatRun> run =
         RunFormat(workload->requests, **pool, f, (*formats)[f], *runner, progress);
@@ -310,6 +322,7 @@ int Run(const std::string& command) {
     std::fflush(stdout);
     report.runs.push_back(*std::move(run));
   }
+  if (counters != nullptr) counters->Flush();
 
   const std::vector<std::string> violations = CheckReport(report);
   if (absl::Status st = WriteFile(out_dir + "/report.json", ReportToJson(report, violations));

@@ -4,7 +4,9 @@
 # byte by leapcache-load. Each round starts CLIENTS load clients (own tenant and seed each),
 # SIGKILLs one of them mid-run, and every third round SIGKILLs the server mid-run and starts a
 # new one. Once a round's clients are gone (and the killed writers' put TTL has passed) the
-# server must hold no read lease, no pending put and no reserved page.
+# server must hold no read lease, no pending put and no reserved page. Every client keeps its
+# checked gets in a counters file as it runs (leapcache-load --counters_file), so the gets a
+# SIGKILLed client verified before it died count too.
 #
 # The states are small (2 layers x 2 heads of 16 x 16, 64-token blocks: checkpoints of a few KiB
 # in 64 KiB pages) so that the hour is spent on many verified gets, puts and evictions rather
@@ -63,7 +65,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     "$load_bin" --server="$grpc" --tenant="soak-$i" --seed="$i" \
       --formats=leap8,bf16 --scenario=mixed --requests="$requests" --engines=4 --slots=8 \
       --population=48 --time_scale=0 --keep --dk=16 --dv=16 --heads=2 --layers=2 \
-      --block_tokens=64 --out="$work/r$round-c$i" \
+      --block_tokens=64 --out="$work/r$round-c$i" --counters_file="$work/r$round-c$i.counts" \
       >"$work/r$round-c$i.log" 2>&1 &
     pids+=($!)
   done
@@ -93,27 +95,20 @@ done
 kill -TERM "$server_pid" 2>/dev/null || true
 wait "$server_pid" 2>/dev/null || true
 
-# Every report a client finished: verified, mismatched and missing gets.
+# Every client's checked gets, from the counts it kept up to date as it ran (a SIGKILLed
+# client's up to its last write), and how many clients finished with a report.
 read -r reports verified mismatched missing <<<"$("$python" - "$work" <<'PY'
-import glob, json, sys
-reports = verified = mismatched = missing = 0
-for path in glob.glob(sys.argv[1] + "/*/report.json"):
+import glob, sys
+reports = len(glob.glob(sys.argv[1] + "/*/report.json"))
+verified = mismatched = missing = 0
+for path in glob.glob(sys.argv[1] + "/*.counts"):
     try:
-        data = json.load(open(path))
+        fields = dict(kv.split("=") for kv in open(path).read().split())
     except (OSError, ValueError):
         continue
-    reports += 1
-    stack = [data]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            c = x.get("client")
-            if isinstance(c, dict) and "gets_verified" in c:
-                verified += c["gets_verified"]; mismatched += c["gets_mismatched"]
-                missing += c["gets_missing"]
-            stack.extend(v for k, v in x.items() if k != "client")
-        elif isinstance(x, list):
-            stack.extend(x)
+    verified += int(fields.get("verified", 0))
+    mismatched += int(fields.get("mismatched", 0))
+    missing += int(fields.get("missing", 0))
 print(reports, verified, mismatched, missing)
 PY
 )"

@@ -155,17 +155,17 @@ absl::StatusOr<ReadLease> CheckpointStore::Get(NamespaceId ns, const BlockHash& 
                                             HeadRangeToString(heads), " at this hash"));
   }
   std::vector<EvictedEntry> evicted;
-  absl::StatusOr<std::vector<UnitLocation>> blobs =
+  absl::StatusOr<std::vector<UnitLocation>> units =
       residency_.AcquireLease(hit->entry_id, heads, &evicted);
   Unlink(evicted);
-  if (!blobs.ok()) {
+  if (!units.ok()) {
     counters_.get_misses.Add();
-    return blobs.status();
+    return units.status();
   }
   counters_.get_hits.Add();
-  counters_.bytes_out.Add(blobs->size() * info->unit_bytes);
+  counters_.bytes_out.Add(units->size() * info->unit_bytes);
   return ReadLease(&residency_, hit->entry_id, key, hit->position, heads,
-                   info->spec.model.linear_layers, info->unit_bytes, std::move(blobs).value());
+                   info->spec.model.linear_layers, info->unit_bytes, std::move(units).value());
 }
 
 absl::Status CheckpointStore::Delete(NamespaceId ns, const BlockHash& hash) {

@@ -52,7 +52,7 @@ bool ReadLease::host_addressable() const {
 
 uint32_t ReadLease::UnitCrc(int layer, int head) const {
   LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
-           "ReadLease::BlobCrc outside the lease");
+           "ReadLease::UnitCrc outside the lease");
   return units_[IndexOf(layer, head)].crc32c;
 }
 
@@ -67,10 +67,10 @@ int ReadLease::cuda_device() const {
 
 const uint8_t* ReadLease::DeviceUnit(int layer, int head) const {
   LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
-           "ReadLease::DeviceBlob outside the lease");
+           "ReadLease::DeviceUnit outside the lease");
   const UnitLocation& b = units_[IndexOf(layer, head)];
   const uint8_t* page = b.tier->DeviceAddress(b.page);
-  LC_CHECK(page != nullptr, "ReadLease::DeviceBlob on memory that is not on a device");
+  LC_CHECK(page != nullptr, "ReadLease::DeviceUnit on memory that is not on a device");
   return page + b.offset;
 }
 
@@ -80,9 +80,9 @@ size_t ReadLease::IndexOf(int layer, int head) const {
 
 std::span<const uint8_t> ReadLease::Unit(int layer, int head) const {
   LC_CHECK(valid() && layer >= 0 && layer < layers_ && heads_.Contains(head),
-           "ReadLease::Blob outside the lease");
+           "ReadLease::Unit outside the lease");
   const UnitLocation& b = units_[IndexOf(layer, head)];
-  LC_CHECK(b.host != nullptr, "ReadLease::Blob on memory that is not host-addressable");
+  LC_CHECK(b.host != nullptr, "ReadLease::Unit on memory that is not host-addressable");
   return {b.host, unit_bytes_};
 }
 

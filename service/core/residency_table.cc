@@ -12,9 +12,9 @@
 
 namespace leapcache::core {
 
-size_t PagesFor(size_t blobs, size_t slot_bytes, size_t page_bytes) {
+size_t PagesFor(size_t units, size_t slot_bytes, size_t page_bytes) {
   const size_t per_page = page_bytes / slot_bytes;
-  return (blobs + per_page - 1) / per_page;
+  return (units + per_page - 1) / per_page;
 }
 
 ResidencyTable::ResidencyTable(std::vector<std::unique_ptr<MemoryTier>> tiers,
@@ -41,10 +41,10 @@ size_t ResidencyTable::FreePages(int tier) const {
   return tiers_[tier]->capacity_pages() - tiers_[tier]->used_pages();
 }
 
-Placement ResidencyTable::Layout(int tier, const NamespaceInfo& ns, size_t blobs) const {
+Placement ResidencyTable::Layout(int tier, const NamespaceInfo& ns, size_t units) const {
   Placement p;
   p.tier = tier;
-  p.units = blobs;
+  p.units = units;
   p.unit_bytes = ns.unit_bytes;
   p.slot_bytes = ns.slot_bytes;
   p.units_per_page = tiers_[tier]->page_bytes() / ns.slot_bytes;
@@ -333,24 +333,24 @@ bool ResidencyTable::Promote(Resident* r, std::vector<EvictedEntry>* evicted) {
   return true;
 }
 
-absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_t blobs,
+absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_t units,
                                                   std::vector<EvictedEntry>* evicted) {
   base::WriterLock lock(&mu_);
   if (quota_.bytes > 0) {
-    // The most any tier's pages for these blobs can take (tiers may differ in page size).
+    // The most any tier's pages for these units can take (tiers may differ in page size).
     uint64_t need = 0;
     for (int t = 0; t < num_tiers(); ++t) {
       need = std::max<uint64_t>(
-          need, PagesFor(blobs, ns.slot_bytes, tiers_[t]->page_bytes()) * tiers_[t]->page_bytes());
+          need, PagesFor(units, ns.slot_bytes, tiers_[t]->page_bytes()) * tiers_[t]->page_bytes());
     }
     LC_RETURN_IF_ERROR(MakeTenantRoom(ns.spec.tenant, need, evicted));
   }
   std::string why;
   for (int t = 0; t < num_tiers(); ++t) {
-    const size_t need = PagesFor(blobs, ns.slot_bytes, tiers_[t]->page_bytes());
+    const size_t need = PagesFor(units, ns.slot_bytes, tiers_[t]->page_bytes());
     absl::Status st = MakeRoom(t, need, evicted);
     if (st.ok()) {
-      Placement p = Layout(t, ns, blobs);
+      Placement p = Layout(t, ns, units);
       st = tiers_[t]->Allocate(need, &p.pages);
       if (st.ok()) {
         reserved_pages_[t] += need;
@@ -361,7 +361,7 @@ absl::StatusOr<Placement> ResidencyTable::Reserve(const NamespaceInfo& ns, size_
     absl::StrAppend(&why, why.empty() ? "" : "; ", st.message());
   }
   return absl::ResourceExhaustedError(
-      absl::StrCat("no tier can hold ", blobs, " units of ", ns.unit_bytes, " bytes: ", why));
+      absl::StrCat("no tier can hold ", units, " units of ", ns.unit_bytes, " bytes: ", why));
 }
 
 void ResidencyTable::ReleaseReservation(const NamespaceInfo& ns, const Placement& placement) {
@@ -373,7 +373,7 @@ void ResidencyTable::ReleaseReservation(const NamespaceInfo& ns, const Placement
 
 uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
                                  const Position& position, const NamespaceInfo& ns, HeadRange heads,
-                                 Placement placement, std::vector<uint32_t> blob_crcs) {
+                                 Placement placement, std::vector<uint32_t> unit_crcs) {
   base::WriterLock lock(&mu_);
   Resident* r = entry_id != 0 ? FindLive(entry_id) : nullptr;
   if (r == nullptr) {
@@ -396,7 +396,7 @@ uint64_t ResidencyTable::AddPart(uint64_t entry_id, const CheckpointKey& key,
     r->pinned_charge += PlacementBytes(placement);
     tenants_[ns.spec.tenant].pinned_bytes += PlacementBytes(placement);
   }
-  r->parts.push_back(Part{heads, std::move(placement), std::move(blob_crcs)});
+  r->parts.push_back(Part{heads, std::move(placement), std::move(unit_crcs)});
   Touch(r);  // a commit is an access
   SyncPolicies(r);
   return r->id;
@@ -430,8 +430,8 @@ absl::StatusOr<std::vector<UnitLocation>> ResidencyTable::AcquireLease(
   Touch(r);
 
   const int layers = r->ns->spec.model.linear_layers;
-  std::vector<UnitLocation> blobs;
-  blobs.reserve(static_cast<size_t>(layers) * heads.size());
+  std::vector<UnitLocation> units;
+  units.reserve(static_cast<size_t>(layers) * heads.size());
   for (int layer = 0; layer < layers; ++layer) {
     for (int h = heads.begin; h < heads.end; ++h) {
       const Part* part = nullptr;
@@ -444,14 +444,14 @@ absl::StatusOr<std::vector<UnitLocation>> ResidencyTable::AcquireLease(
       loc.tier = tiers_[pl.tier].get();
       loc.page = pl.PageOf(i);
       loc.offset = pl.OffsetOf(i);
-      loc.crc32c = part->blob_crcs[i];
+      loc.crc32c = part->unit_crcs[i];
       if (const uint8_t* base = loc.tier->HostAddress(loc.page); base != nullptr) {
         loc.host = base + loc.offset;
       }
-      blobs.push_back(loc);
+      units.push_back(loc);
     }
   }
-  return blobs;
+  return units;
 }
 
 void ResidencyTable::ReleaseLease(uint64_t entry_id) {

@@ -114,24 +114,24 @@ class ResidencyTable {
   MemoryTier& mutable_tier(int i) { return *tiers_[i]; }
   size_t min_page_bytes() const;
 
-  // Pages for `blobs` blobs of `ns`, in the first tier where they fit, evicting (and spilling)
+  // Pages for `units` units of `ns`, in the first tier where they fit, evicting (and spilling)
   // there as needed. RESOURCE_EXHAUSTED, with nothing changed, if no tier can fit them even
   // after evicting everything evictable, or if the tenant's own evictable checkpoints cannot
   // make room within its byte quota. Entries dropped are appended to *evicted.
-  absl::StatusOr<Placement> Reserve(const NamespaceInfo& ns, size_t blobs,
+  absl::StatusOr<Placement> Reserve(const NamespaceInfo& ns, size_t units,
                                     std::vector<EvictedEntry>* evicted);
   // Frees a reservation of `ns` that will not be committed.
   void ReleaseReservation(const NamespaceInfo& ns, const Placement& placement);
 
   // Turns a reservation into the committed part `heads` of entry `entry_id`, or of a new entry
-  // (for `key` at `position`) if entry_id is 0 or no longer lives, with its blobs' CRC-32Cs in
+  // (for `key` at `position`) if entry_id is 0 or no longer lives, with its units' CRC-32Cs in
   // (layer, head) order. Returns the entry's id.
   uint64_t AddPart(uint64_t entry_id, const CheckpointKey& key, const Position& position,
                    const NamespaceInfo& ns, HeadRange heads, Placement placement,
-                   std::vector<uint32_t> blob_crcs);
+                   std::vector<uint32_t> unit_crcs);
   bool IsLive(uint64_t entry_id) const;
 
-  // Takes a read lease on `heads` of a live entry and returns its blobs in (layer, head) order;
+  // Takes a read lease on `heads` of a live entry and returns its units in (layer, head) order;
   // promotes it to tier 0 first when configured and unleased. NOT_FOUND if the entry is gone or
   // does not hold every head of `heads`.
   absl::StatusOr<std::vector<UnitLocation>> AcquireLease(uint64_t entry_id, HeadRange heads,
@@ -158,7 +158,7 @@ class ResidencyTable {
   struct Part {
     HeadRange heads;
     Placement placement;
-    std::vector<uint32_t> blob_crcs;  // recorded at commit; bytes never change, wherever moved
+    std::vector<uint32_t> unit_crcs;  // recorded at commit; bytes never change, wherever moved
   };
   struct Resident {
     uint64_t id = 0;
@@ -207,7 +207,7 @@ class ResidencyTable {
   void SyncPolicies(Resident* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Account(int sign, const NamespaceInfo& ns, const Placement& p)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Placement Layout(int tier, const NamespaceInfo& ns, size_t blobs) const;
+  Placement Layout(int tier, const NamespaceInfo& ns, size_t units) const;
   uint64_t PlacementBytes(const Placement& p) const { return p.pages.size() * tiers_[p.tier]->page_bytes(); }
   uint64_t EntryBytes(const Resident& r) const;
   // Drops the tenant's own evictable entries until `need` more bytes fit in its byte quota.

@@ -15,6 +15,8 @@ import pytest
 import leapcache
 
 SERVER_ARGS = ["--memory-budget=64MiB", "--page-bytes=64KiB", "--metrics-listen="]
+# More server arguments, space-separated (e.g. a GPU tier for the CUDA tests on a device).
+SERVER_ARGS += os.environ.get("LEAPCACHE_TEST_SERVER_ARGS", "").split()
 
 
 class Server:

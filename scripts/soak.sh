@@ -8,9 +8,10 @@
 # checked gets in a counters file as it runs (leapcache-load --counters_file), so the gets a
 # SIGKILLed client verified before it died count too.
 #
-# The states are small (2 layers x 2 heads of 16 x 16, 64-token blocks: checkpoints of a few KiB
-# in 64 KiB pages) so that the hour is spent on many verified gets, puts and evictions rather
-# than on moving large payloads; REQUESTS (default 20000) per client and format per round keeps
+# The states are small (2 layers x 2 heads of 16 x 16, each with a bf16 conv state of 24
+# channels x 3 and 4 extra bytes; 64-token blocks: checkpoints of a few KiB in 64 KiB pages) so
+# that the hour is spent on many verified gets, puts and evictions rather than on moving large
+# payloads; REQUESTS (default 20000) per client and format per round keeps
 # the rounds long against the wait for the killed client's puts to expire.
 #
 #   scripts/soak.sh BUILD_DIR [SECONDS] [OUT]     (OUT default: results/soak/soak.md)
@@ -65,6 +66,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     "$load_bin" --server="$grpc" --tenant="soak-$i" --seed="$i" \
       --formats=leap8,bf16 --scenario=mixed --requests="$requests" --engines=4 --slots=8 \
       --population=48 --time_scale=0 --keep --dk=16 --dv=16 --heads=2 --layers=2 \
+      --conv_channels=48 --conv_width=3 --extra_bytes=4 \
       --block_tokens=64 --out="$work/r$round-c$i" --counters_file="$work/r$round-c$i.counts" \
       >"$work/r$round-c$i.log" 2>&1 &
     pids+=($!)

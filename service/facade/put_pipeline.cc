@@ -128,6 +128,10 @@ absl::Status PutPipeline::UploadDense(DensePut& put, uint64_t offset,
   std::vector<std::vector<uint8_t>> blobs;
   blobs.reserve(states);
   if (st.ok()) st = encoder_->Encode(put.spec, put.format, dense, describe, &blobs);
+  if (st.ok() && blobs.size() != states) {
+    st = absl::InternalError(
+        absl::StrCat("the encoder made ", blobs.size(), " blobs of ", states, " states"));
+  }
   for (size_t i = 0; st.ok() && i < blobs.size(); ++i) {
     // A unit as stored: the blob, then the side state as sent.
     const uint8_t* side = data.data() + i * put.dense_unit_bytes + put.state_bytes;

@@ -132,6 +132,73 @@ TEST_F(PipelineTest, DenseUploadRulesAndRestart) {
   ASSERT_TRUE(puts_->Commit(t->id, Crc32c(sent.data(), sent.size())).ok());
 }
 
+TEST_F(PipelineTest, DenseUnitsWithSideStatesAreSplitForTheEncoderAndJoinedForTheReader) {
+  core::NamespaceSpec spec = ns_.spec;
+  spec.model.conv = {kHeads * 8, 3, core::ConvDType::kFp32};  // 8 channels x 3 per head
+  spec.model.extra_bytes = 4;
+  const core::NamespaceInfo ns = *store_->GetNamespace(*store_->RegisterNamespace(spec));
+  const size_t side = 8 * 3 * 4 + 4;
+  ASSERT_EQ(ns.side_bytes, side);
+  const size_t state = kD * kD * 4, units = kLayers * kHeads;
+  std::vector<uint8_t> sides(units * side);
+  for (size_t i = 0; i < sides.size(); ++i) sides[i] = static_cast<uint8_t>(i % 251 & 0x3f);
+  std::vector<uint8_t> dense;  // units: each state, then its side state
+  for (size_t u = 0; u < units; ++u) {
+    dense.insert(dense.end(), Bytes().begin() + u * state, Bytes().begin() + (u + 1) * state);
+    dense.insert(dense.end(), sides.begin() + u * side, sides.begin() + (u + 1) * side);
+  }
+  core::PutRequest r = Request(20);
+  r.ns = ns.id;
+  const DenseFormat f{DenseDType::kFp32, Orientation::kKV};
+  absl::StatusOr<PutTicket> t = puts_->Reserve(r, f);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->unit_bytes, state + side);
+  EXPECT_EQ(t->expected_bytes, dense.size());
+  // A chunk of a bare state (no side state) is not a whole unit.
+  const absl::Status bare = puts_->Upload(t->id, 0, Bytes().first(state));
+  EXPECT_EQ(bare.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bare.message().find("whole units"), std::string::npos) << bare;
+  ASSERT_TRUE(puts_->Upload(t->id, 0, std::span(dense).first(3 * (state + side))).ok());
+  ASSERT_TRUE(puts_->Upload(t->id, 3 * (state + side),
+                            std::span(dense).subspan(3 * (state + side))).ok());
+  ASSERT_TRUE(puts_->Commit(t->id, Crc32c(dense.data(), dense.size())).ok());
+  // Stored: the reference's blobs, each followed by its side state as sent.
+  ReadRequest read{ns.id, r.hash, {0, kHeads}, std::nullopt};
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> reader = CheckpointReader::Open(*store_, read);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<uint8_t> stored((*reader)->shape().total_bytes);
+  ASSERT_EQ(*(*reader)->Read(stored), stored.size());
+  const std::vector<uint8_t> blobs = ReferenceBlobs();
+  const size_t blob = ns.blob_bytes;
+  for (size_t u = 0; u < units; ++u) {
+    EXPECT_EQ(std::memcmp(stored.data() + u * (blob + side), blobs.data() + u * blob, blob), 0);
+    EXPECT_EQ(std::memcmp(stored.data() + u * (blob + side) + blob, sides.data() + u * side,
+                          side),
+              0);
+  }
+  // Decoded: the fp32 states the reference decodes, each followed by its side state, in
+  // chunks that split units anywhere.
+  read.dense = f;
+  reader = CheckpointReader::Open(*store_, read);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->shape().unit_bytes, state + side);
+  std::vector<uint8_t> decoded((*reader)->shape().total_bytes);
+  for (size_t at = 0; at < decoded.size();) {
+    const size_t n = std::min<size_t>(997, decoded.size() - at);
+    at += *(*reader)->Read(std::span(decoded).subspan(at, n));
+  }
+  for (size_t u = 0; u < units; ++u) {
+    std::vector<float> want(kD * kD);
+    ASSERT_TRUE(reference::Decode(std::span(blobs).subspan(u * blob, blob), want.data(),
+                                  Orientation::kKV).ok());
+    EXPECT_EQ(std::memcmp(decoded.data() + u * (state + side), want.data(), state), 0) << u;
+    EXPECT_EQ(std::memcmp(decoded.data() + u * (state + side) + state, sides.data() + u * side,
+                          side),
+              0)
+        << u;
+  }
+}
+
 TEST_F(PipelineTest, NonFiniteStatesStoreNothing) {
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(3), DenseFormat{});
   ASSERT_TRUE(t.ok());

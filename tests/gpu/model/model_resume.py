@@ -175,7 +175,8 @@ def run_model(name, build, client, engine, args, rows):
     chain = leapcache.chain_hashes(prompt[0].tolist(), BLOCK, salt=name)
     conv_shape = leapcache.ConvShape(shape["conv_dim"], shape["kernel"] - 1, "float32")
     namespaces = {f: engine.client.register_namespace(
-        "model-resume-" + name.replace(" ", "-"), kind=shape["kind"], layers=len(linear_layers(_probe(cfg))),
+        "model-resume-" + name.replace(" ", "-"), kind=shape["kind"],
+        layers=len(linear_layers(_probe(cfg))),
         heads=shape["heads"], dk=shape["dk"], dv=shape["dv"], format=f, conv=conv_shape)
         for f in FORMATS}
 
@@ -252,6 +253,10 @@ def _probe(cfg):
     return DynamicCache(config=cfg)
 
 
+def _num(row, key, spec):
+    return format(row[key], spec) if key in row else ""
+
+
 def markdown(rows, args):
     lines = [f"Prompt: {args.blocks * BLOCK + 40} random tokens, checkpoints every {BLOCK} "
              f"tokens, {args.decode} decode steps teacher-forced with the full recompute's greedy "
@@ -267,8 +272,7 @@ def markdown(rows, args):
             f"{r['mean_abs']:.3g} | {r['logit_scale']:.3g} | {100 * r['greedy_agreement']:.1f}% | "
             f"{'-' if r['first_disagreement'] is None else r['first_disagreement']} | "
             f"{r.get('state_rel_err', 0):.3g} | "
-            f"{'' if 'vs_own_resume_max_abs' not in r else format(r['vs_own_resume_max_abs'], '.3g')}"
-            f" | {'' if 'get_ms' not in r else format(r['get_ms'], '.2f')} |")
+            f"{_num(r, 'vs_own_resume_max_abs', '.3g')} | {_num(r, 'get_ms', '.2f')} |")
     for r in rows:
         if r["format"] == "(puts)":
             lines.append("")

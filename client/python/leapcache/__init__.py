@@ -30,8 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Engine", "Buffer", "transports_built", "chain_hashes", "crc32c", "BlockKey",
     "Namespace", "ConvShape", "StorageFormat", "LookupResult", "CheckpointInfo", "Stats",
-    "TierStats",
-    "FormatMemoryStats", "TLSConfig",
+    "TierStats", "FormatMemoryStats", "TLSConfig",
     "LeapcacheError", "ClientClosedError", "CancelledError", "UnknownError",
     "InvalidArgumentError", "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
     "PermissionDeniedError", "ResourceExhaustedError", "FailedPreconditionError", "AbortedError",

@@ -1,5 +1,6 @@
 // The client's free helpers: block-hash chains (base/block_hash.h, so client and server
-// hash identically), hex spelling of hashes, CRC-32C, and the published format presets.
+// hash identically), hex spelling of hashes, CRC-32C, the published format presets and the
+// conv dtypes' names.
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gpu/crc32c.h"
@@ -21,6 +22,14 @@ StorageFormat StorageFormat::Leap(int bits) {
   f.r = s.r;
   f.smoothing = s.smoothing;
   return f;
+}
+
+absl::StatusOr<ConvDType> ConvDTypeFromName(std::string_view name) {
+  if (name == "bf16") return ConvDType::kBf16;
+  if (name == "fp16") return ConvDType::kFp16;
+  if (name == "fp32") return ConvDType::kFp32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("a conv dtype is bf16, fp16 or fp32 (got \"", std::string(name), "\")"));
 }
 
 absl::StatusOr<std::vector<BlockHash>> ChainHashes(std::span<const uint32_t> tokens,

@@ -162,19 +162,12 @@ absl::StatusOr<client::ModelShape> ModelFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--heads must be in [1, 1024] (got ", m.total_heads, ")"));
   }
   if (const int channels = absl::GetFlag(FLAGS_conv_channels); channels != 0) {
-    client::ConvShape conv{channels, absl::GetFlag(FLAGS_conv_width)};
-    const std::string dtype = absl::GetFlag(FLAGS_conv_dtype);
-    if (dtype == "bf16") {
-      conv.dtype = client::ConvDType::kBf16;
-    } else if (dtype == "fp16") {
-      conv.dtype = client::ConvDType::kFp16;
-    } else if (dtype == "fp32") {
-      conv.dtype = client::ConvDType::kFp32;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--conv_dtype must be bf16, fp16 or fp32 (got \"", dtype, "\")"));
+    absl::StatusOr<client::ConvDType> dtype =
+        client::ConvDTypeFromName(absl::GetFlag(FLAGS_conv_dtype));
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--conv_dtype: ", dtype.status().message()));
     }
-    m.conv = conv;
+    m.conv = client::ConvShape{channels, absl::GetFlag(FLAGS_conv_width), *dtype};
   }
   m.extra_bytes = absl::GetFlag(FLAGS_extra_bytes);
   return m;

@@ -12,14 +12,7 @@ set -euo pipefail
 bundle=${1:?usage: device_model_check.sh BUNDLE RESULTS_DIR [--quick]}
 out=${2:?usage: device_model_check.sh BUNDLE RESULTS_DIR [--quick]}
 shift 2
-if [ -f "$bundle" ]; then  # the archive: unpacked beside itself, once
-  unpacked="$(dirname "$bundle")/$(basename "$bundle" .tar.xz).unpacked"
-  if [ ! -d "$unpacked" ]; then
-    mkdir -p "$unpacked.tmp" && tar -xJf "$bundle" -C "$unpacked.tmp" && mv "$unpacked.tmp" "$unpacked"
-  fi
-  bundle=$(echo "$unpacked"/*/)
-fi
-bundle=$(cd "$bundle" && pwd)
+bundle=$("$(dirname "$0")/device_bundle_dir.sh" "$bundle")
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rm -f "$out/server.port"

@@ -8,14 +8,7 @@
 #   PYTHON: the interpreter that has torch and pytest (default python3)
 set -euo pipefail
 bundle=${1:?usage: device_python_check.sh BUNDLE}
-if [ -f "$bundle" ]; then  # the archive: unpacked beside itself, once
-  unpacked="$(dirname "$bundle")/$(basename "$bundle" .tar.xz).unpacked"
-  if [ ! -d "$unpacked" ]; then
-    mkdir -p "$unpacked.tmp" && tar -xJf "$bundle" -C "$unpacked.tmp" && mv "$unpacked.tmp" "$unpacked"
-  fi
-  bundle=$(echo "$unpacked"/*/)
-fi
-bundle=$(cd "$bundle" && pwd)
+bundle=$("$(dirname "$0")/device_bundle_dir.sh" "$bundle")
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LEAPCACHE_SERVER_BIN="$bundle/bin/leapcache-server" PYTHONPATH="$bundle/python"
 export PYTHONDONTWRITEBYTECODE=1

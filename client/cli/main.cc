@@ -213,18 +213,13 @@ absl::Status Register(Client& c, const Args& args) {
     if (!v->ok()) return v->status();
   }
   if (*conv_channels != 0 || *conv_width != 0) {
-    const std::string dtype = args.Get("conv-dtype", "bf16");
-    client::ConvShape conv{static_cast<int>(*conv_channels), static_cast<int>(*conv_width)};
-    if (dtype == "bf16") {
-      conv.dtype = client::ConvDType::kBf16;
-    } else if (dtype == "fp16") {
-      conv.dtype = client::ConvDType::kFp16;
-    } else if (dtype == "fp32") {
-      conv.dtype = client::ConvDType::kFp32;
-    } else {
-      return absl::InvalidArgumentError("--conv-dtype must be bf16, fp16 or fp32");
+    absl::StatusOr<client::ConvDType> dtype =
+        client::ConvDTypeFromName(args.Get("conv-dtype", "bf16"));
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--conv-dtype: ", dtype.status().message()));
     }
-    spec.model.conv = conv;
+    spec.model.conv = client::ConvShape{static_cast<int>(*conv_channels),
+                                        static_cast<int>(*conv_width), *dtype};
   }
   spec.model.extra_bytes = static_cast<int>(*extra_bytes);
   absl::StatusOr<client::NamespaceInfo> info = c.RegisterNamespace(spec);
@@ -499,7 +494,7 @@ int Main(int argc, char** argv) {
   const std::map<std::string, std::set<std::string>> options = {
       {"register",
        {"tenant", "layers", "heads", "dk", "dv", "kind", "codec", "bits", "p", "r", "smoothing",
-        "flops-per-token"}},
+        "flops-per-token", "conv-channels", "conv-width", "conv-dtype", "extra-bytes"}},
       {"put",
        {"namespace", "hash", "blocks", "tokens", "tokens-file", "block-tokens", "state", "layout",
         "compact", "heads", "ttl"}},

@@ -34,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -98,6 +99,8 @@ struct ConvShape {
   int width = 3;
   ConvDType dtype = ConvDType::kBf16;
 };
+// The dtype named "bf16", "fp16" or "fp32" (command lines); INVALID_ARGUMENT otherwise.
+absl::StatusOr<ConvDType> ConvDTypeFromName(std::string_view name);
 struct ModelShape {
   int linear_layers = 0;
   int total_heads = 0;

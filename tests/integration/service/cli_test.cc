@@ -122,6 +122,44 @@ TEST_F(CliTest, RegisterPutLookupGetDelete) {
   EXPECT_EQ(Cli({"delete", "--namespace", ns, "--hash", hash}).exit_code, 1);  // NOT_FOUND
 }
 
+TEST_F(CliTest, RegisterWithAConvStateAndMoveWholeUnits) {
+  RunResult r = Cli({"register", "--tenant", "cli-conv", "--layers", "1", "--heads", "2", "--dk",
+                     "16", "--dv", "16", "--conv-channels", "8", "--conv-width", "3",
+                     "--conv-dtype", "fp16", "--extra-bytes", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ns = Field(r.output, "namespace_id");
+  EXPECT_EQ(Field(r.output, "side_bytes"), "26");  // 4 channels x 3 x 2 bytes + 2 per head
+  uint64_t blob_bytes = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(Field(r.output, "blob_bytes"), &blob_bytes));
+  // Whole units (the blob, then its side state) from a file, and back.
+  client::NamespaceSpec spec = SmallNamespace("cli-conv", 1, 2, 16);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 5));
+  std::vector<uint8_t> units;
+  for (int u = 0; u < 2; ++u) {
+    units.insert(units.end(), blobs.begin() + u * blob_bytes, blobs.begin() + (u + 1) * blob_bytes);
+    for (int i = 0; i < 26; ++i) units.push_back(static_cast<uint8_t>(u * 26 + i));
+  }
+  {
+    std::ofstream f(dir_ + "/units.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(units.data()), static_cast<std::streamsize>(units.size()));
+  }
+  const std::string hash = client::HashToHex(TestHash(9));
+  r = Cli({"put", "--namespace", ns, "--hash", hash, "--blocks", "1", "--tokens", "16",
+           "--compact", dir_ + "/units.bin"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = Cli({"get", "--namespace", ns, "--hash", hash, "--compact-out", dir_ + "/got.bin"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir_ + "/got.bin", std::ios::binary);
+  const std::vector<uint8_t> got((std::istreambuf_iterator<char>(in)),
+                                 std::istreambuf_iterator<char>());
+  EXPECT_TRUE(got == units);
+  // An unknown conv dtype is refused before anything is registered.
+  EXPECT_EQ(Cli({"register", "--tenant", "cli-conv", "--layers", "1", "--heads", "2",
+                 "--conv-channels", "8", "--conv-width", "3", "--conv-dtype", "int8"})
+                .exit_code,
+            1);
+}
+
 TEST_F(CliTest, UsageErrors) {
   EXPECT_EQ(Cli({"frobnicate"}).exit_code, 2);
   EXPECT_EQ(Cli({"stats", "--bogus", "1"}).exit_code, 2);

@@ -180,3 +180,22 @@ def test_data_plane_joins_states_and_conv_states_in_its_staging_buffer(client, t
         engine.get_into(ns, key, part, heads=(0, 2), conv=part_conv,
                         extra=torch.empty(ns.extra_shape((0, 2)), dtype=torch.uint8))
         assert torch.equal(part_conv.view(torch.int16), c[:, :2].contiguous().view(torch.int16))
+
+
+def test_data_plane_batches_with_conv(client, tenant):
+    ns = conv_ns(client, tenant, extra_bytes=0)
+    chain = keys(2, tenant)
+    ss = [torch.from_numpy(states(ns)) for _ in chain]
+    cs = [convs(ns) for _ in chain]
+    with client.attach("side-state-batches", transports=["inline"]) as engine:
+        assert engine.batch_put_from(ns, chain, ss, convs=cs) == [None, None]
+        outs = [torch.empty_like(s) for s in ss]
+        got = [torch.empty_like(c) for c in cs]
+        missing = leapcache.chain_hashes(list(range(16)), 16, salt=tenant + "-absent")[0]
+        results = engine.batch_get_into(ns, list(chain) + [missing], outs + [torch.empty_like(
+            ss[0])], convs=got + [torch.empty_like(cs[0])])
+        assert isinstance(results[2], leapcache.NotFoundError)
+        for o, s, g, c in zip(outs, ss, got, cs):
+            assert torch.equal(o, s) and torch.equal(g.view(torch.int16), c.view(torch.int16))
+        with pytest.raises(ValueError, match="2 keys but 1 convs"):
+            engine.batch_put_from(ns, chain, ss, convs=cs[:1])

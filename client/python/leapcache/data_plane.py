@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Union
 from . import _checks, _native, _side
 from ._handle import Handle
 from .arrays import inspect
-from .client import Client, _check, _Options, _text
+from .client import Client, _check, _Options, _per_item, _text
 from .errors import ClientClosedError, LeapcacheError
 from .hashing import key_bytes
 from .types import TRANSPORTS, CheckpointInfo, Namespace, name_of
@@ -175,17 +175,54 @@ class Engine:
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         raw = key_bytes(key)
+        return self._run_get(ns, raw, h, self._plan(ns, h, out, layout, conv, extra, "out",
+                                                    writing=True))
+
+    def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
+                 layout: Optional[str] = None, ttl: Optional[float] = None, conv=None,
+                 extra=None) -> None:
+        """As Client.put_from, with `states` inside a registered buffer (host or CUDA); with
+        conv= (and extra=) for a namespace with a conv state, through the engine's staging
+        buffer."""
+        ns = _checks.namespace(namespace)
+        h = _checks.heads(ns, heads)
+        target = _checks.put_target(ns, key, position, h, ttl)
+        self._run_put(target, self._plan(ns, h, states, layout, conv, extra, "states",
+                                         writing=False))
+
+    def _plan(self, ns, h, array, layout, conv, extra, what: str, writing: bool):
+        """One transfer, checked: (encoding, side plan or None, device index, buffer id,
+        offset, length). With a side plan the bytes go through the staging buffer."""
         staged = ns.side_bytes > 0 and (conv is not None or extra is not None)
-        info, enc = _checks.states(ns, out, "out", h, layout, writing=True, device=None,
+        info, enc = _checks.states(ns, array, what, h, layout, writing=writing, device=None,
                                    whole_units=not staged)
         if staged:
-            side = _side.plan(ns, info, conv, extra, h, writing=True, device=info.device)
-            buffer, stage = self._stage(side, info.device_index)
-            result = self._get(ns, raw, h, enc, buffer.id, 0)
-            _side.scatter(side, stage)
-            return result
-        buffer_id, offset = self._locate(info, "out")
-        return self._get(ns, raw, h, enc, buffer_id, offset)
+            side = _side.plan(ns, info, conv, extra, h, writing=writing, device=info.device)
+            return enc, side, info.device_index, None, 0, side.nbytes
+        return (enc, None, -1) + self._locate(info, what) + (info.nbytes,)
+
+    def _run_get(self, ns, raw, h, plan) -> CheckpointInfo:
+        enc, side, device_index, buffer_id, offset, _ = plan
+        if side is None:
+            return self._get(ns, raw, h, enc, buffer_id, offset)
+        buffer, stage = self._stage(side, device_index)
+        result = self._get(ns, raw, h, enc, buffer.id, 0)
+        _side.scatter(side, stage)
+        return result
+
+    def _run_put(self, target, plan) -> None:
+        enc, side, device_index, buffer_id, offset, length = plan
+        if side is None:
+            self._put(target, enc, buffer_id, offset, length)
+            return
+        buffer, stage = self._stage(side, device_index)
+        _side.gather(side, stage)
+        if side.device == "cuda":
+            # The service reads the staging buffer from its own context: the copies into it
+            # must be done first.
+            import torch
+            torch.cuda.synchronize(stage.device)
+        self._put(target, enc, buffer.id, 0, length)
 
     def _stage(self, side, device_index: int):
         """The registered staging buffer of the plan's device, at least side.nbytes long, as
@@ -210,56 +247,32 @@ class Engine:
                 offset, ctypes.byref(result)))
         return CheckpointInfo.from_native(result)
 
-    def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
-                 layout: Optional[str] = None, ttl: Optional[float] = None, conv=None,
-                 extra=None) -> None:
-        """As Client.put_from, with `states` inside a registered buffer (host or CUDA); with
-        conv= (and extra=) for a namespace with a conv state, through the engine's staging
-        buffer."""
-        ns = _checks.namespace(namespace)
-        h = _checks.heads(ns, heads)
-        target = _checks.put_target(ns, key, position, h, ttl)
-        staged = ns.side_bytes > 0 and (conv is not None or extra is not None)
-        info, enc = _checks.states(ns, states, "states", h, layout, writing=False, device=None,
-                                   whole_units=not staged)
-        if staged:
-            side = _side.plan(ns, info, conv, extra, h, writing=False, device=info.device)
-            buffer, stage = self._stage(side, info.device_index)
-            _side.gather(side, stage)
-            if side.device == "cuda":
-                # The service reads the staging buffer from its own context: the copies into it
-                # must be done first.
-                import torch
-                torch.cuda.synchronize(stage.device)
-            self._put(target, enc, buffer.id, 0, side.nbytes)
-            return
-        buffer_id, offset = self._locate(info, "states")
-        self._put(target, enc, buffer_id, offset, info.nbytes)
-
     def _put(self, target, enc, buffer_id, offset, length) -> None:
         with self._handle.use() as e:
             _check(_native.lib().leapcache_engine_put_from(
                 e, ctypes.byref(target), ctypes.byref(enc), buffer_id, offset, length))
 
     def batch_get_into(self, namespace: Namespace, keys: Sequence, outs: Sequence, *,
-                       heads=None, layout: Optional[str] = None
+                       heads=None, layout: Optional[str] = None,
+                       convs: Optional[Sequence] = None, extras: Optional[Sequence] = None
                        ) -> List[Union[CheckpointInfo, LeapcacheError]]:
         """As Client.batch_get_into, over the data plane."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
         if len(keys) != len(outs):
             raise ValueError(f"{len(keys)} keys but {len(outs)} outs")
+        convs = _per_item(convs, len(keys), "convs")
+        extras = _per_item(extras, len(keys), "extras")
         plans = []
         for i, (k, o) in enumerate(zip(keys, outs)):
             raw = key_bytes(k, f"keys[{i}]")
-            info, enc = _checks.states(ns, o, f"outs[{i}]", h, layout, writing=True,
-                                       device=None)
-            plans.append((raw, enc) + self._locate(info, f"outs[{i}]"))
+            plans.append((raw, self._plan(ns, h, o, layout, convs[i], extras[i], f"outs[{i}]",
+                                          writing=True)))
         results = []
         self._handle.check_open()
-        for raw, enc, buffer_id, offset in plans:
+        for raw, plan in plans:
             try:
-                results.append(self._get(ns, raw, h, enc, buffer_id, offset))
+                results.append(self._run_get(ns, raw, h, plan))
             except ClientClosedError:
                 raise  # the whole batch, not an item, failed
             except LeapcacheError as err:
@@ -268,7 +281,8 @@ class Engine:
 
     def batch_put_from(self, namespace: Namespace, keys: Sequence, states: Sequence, *,
                        positions: Optional[Sequence] = None, heads=None,
-                       layout: Optional[str] = None, ttl: Optional[float] = None
+                       layout: Optional[str] = None, ttl: Optional[float] = None,
+                       convs: Optional[Sequence] = None, extras: Optional[Sequence] = None
                        ) -> List[Optional[LeapcacheError]]:
         """As Client.batch_put_from, over the data plane."""
         ns = _checks.namespace(namespace)
@@ -277,18 +291,19 @@ class Engine:
             raise ValueError(f"{len(keys)} keys but {len(states)} states")
         if positions is not None and len(positions) != len(keys):
             raise ValueError(f"{len(keys)} keys but {len(positions)} positions")
+        convs = _per_item(convs, len(keys), "convs")
+        extras = _per_item(extras, len(keys), "extras")
         plans = []
-        for i, (k, s) in enumerate(zip(keys, states)):
+        for i, (k, st) in enumerate(zip(keys, states)):
             target = _checks.put_target(ns, k, None if positions is None else positions[i], h,
                                         ttl)
-            info, enc = _checks.states(ns, s, f"states[{i}]", h, layout, writing=False,
-                                       device=None)
-            plans.append((target, enc) + self._locate(info, f"states[{i}]") + (info.nbytes,))
+            plans.append((target, self._plan(ns, h, st, layout, convs[i], extras[i],
+                                             f"states[{i}]", writing=False)))
         results = []
         self._handle.check_open()
-        for target, enc, buffer_id, offset, length in plans:
+        for target, plan in plans:
             try:
-                self._put(target, enc, buffer_id, offset, length)
+                self._run_put(target, plan)
                 results.append(None)
             except ClientClosedError:
                 raise  # the whole batch, not an item, failed

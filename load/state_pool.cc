@@ -163,7 +163,12 @@ bool StatePool::Matches(size_t format, uint64_t seed, std::span<const uint8_t> b
   for (int k = 0; k < heads_per_checkpoint_; ++k) {
     const size_t e = Entry(seed, k);
     if (std::memcmp(bytes.data() + k * unit, fb.bytes.data() + e * fb.blob_bytes,
-                    fb.blob_bytes) != 0 ||
+                    fb.blob_bytes) != 0) {
+      return false;
+    }
+    // (Without side states sides_ is empty and its data() may be null, which memcmp must not
+    // see even for 0 bytes.)
+    if (side_bytes_ > 0 &&
         std::memcmp(bytes.data() + k * unit + fb.blob_bytes, sides_.data() + e * side_bytes_,
                     side_bytes_) != 0) {
       return false;

@@ -68,7 +68,7 @@ struct ModelFingerprint {
   StateKind kind = StateKind::kGdn;
   // The side state stored after each (layer, head)'s blob, as given: its share of the layer's
   // conv state, then `extra_bytes` opaque bytes. Both absent for a model without them.
-  ConvShape conv;
+  ConvShape conv{};
   int extra_bytes = 0;
 };
 

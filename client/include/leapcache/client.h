@@ -109,7 +109,7 @@ struct ModelShape {
   StateKind kind = StateKind::kGdn;
   // Stored after each (layer, head)'s state, as given: its conv channels, then `extra_bytes`
   // opaque bytes (the unit layout, types.proto). nullopt / 0: none.
-  std::optional<ConvShape> conv;
+  std::optional<ConvShape> conv{};
   int extra_bytes = 0;
 };
 

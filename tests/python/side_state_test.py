@@ -124,6 +124,8 @@ def test_missing_or_wrong_side_arrays_are_refused_before_sending(client, tenant)
         client.put_from(ns, key, s, conv=c[:, :2].contiguous(), extra=e)
     with pytest.raises(ValueError, match="C-contiguous"):
         client.put_from(ns, key, s, conv=c.transpose(2, 3).contiguous().transpose(2, 3), extra=e)
+    with pytest.raises(ValueError, match="whole units"):
+        client.get_into(ns, key, np.empty(ns.units_shape(), np.uint8), conv=c)
     plain = register(client, tenant)
     with pytest.raises(ValueError, match="do not apply"):
         client.put_from(plain, key, states(plain), conv=c)

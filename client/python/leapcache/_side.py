@@ -63,8 +63,10 @@ def plan(ns: Namespace, states: ArrayInfo, conv, extra, h, writing: bool,
             raise ValueError(f"namespace {ns.id} has no conv state or extra bytes; conv= and "
                              "extra= do not apply")
         return None
-    if states.dtype == "uint8" and conv is None and extra is None and \
-            states.shape == tuple(ns.units_shape(h)):
+    if states.dtype == "uint8" and states.shape == tuple(ns.units_shape(h)):
+        if conv is not None or extra is not None:
+            raise ValueError("the array holds whole units (their side states included): conv= "
+                             "and extra= do not apply")
         return None  # whole units, as stored
     if ns.conv is None and conv is not None:
         raise ValueError(f"namespace {ns.id} has no conv state; conv= does not apply")

@@ -180,8 +180,8 @@ std::unique_ptr<Harness> MakeHarness() {
   d.memory_budget = 8 << 20;
   d.max_sessions = 4;
   d.max_slots = 16;
-  d.backend = decode::BackendChoice::kCpu;
-  h->decode_sessions = std::make_unique<decode::DecodeSessionTable>(d, h->store.get());
+  h->decode_sessions =
+      std::make_unique<decode::DecodeSessionTable>(d, h->store.get(), &compute::CpuCompute());
   h->decode = std::make_unique<server::DecodeService>(h->decode_sessions.get(), h->store.get(),
                                                       h->auth.get(), h->plane.get());
   return h;

@@ -153,7 +153,7 @@ void ReadWhole(Harness& h, const v1::GetRequest& r) {
   if (!heads.ok()) return;
   q.heads = *heads;
   if (r.has_dense()) {
-    absl::StatusOr<server::DenseFormat> dense = server::DenseFromProto(r.dense());
+    absl::StatusOr<compute::DenseFormat> dense = server::DenseFromProto(r.dense());
     if (!dense.ok()) return;
     q.dense = *dense;
   }

@@ -19,7 +19,7 @@ export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts, children in
 nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpus.txt"
 gpus=$(nvidia-smi -L | wc -l)
 status=0
-for t in cuda_decode_backend_test device_tier_test kernel_decoder_test kernel_encoder_test \
+for t in cuda_live_states_test device_spans_test device_tier_test kernel_decoder_test kernel_encoder_test \
   transport_gpu_test; do
   # A hung device test must not take the rest of the run with it.
   timeout 300 "$bundle/bin/$t" --gtest_color=no > "$out/$t.log" 2>&1 || status=1
@@ -35,7 +35,7 @@ if [ "$gpus" -ge 2 ]; then
 fi
 # Transfers per transport with the server in its own process (CUDA IPC needs that), the engine's
 # buffers on GPU 0 (GPU 1: device_two_gpu_check.sh), one server after the other: dense gets
-# decoded by the decode kernel, then by the CPU reference (the server's dense_decode_backend);
+# decoded by the decode kernel, then by the CPU reference (the server's compute_backend);
 # then checkpoints held in a 4 GiB GPU tier (CUDA IPC gets copy device to device from it).
 # gpu_tier_mps repeats the last under CUDA MPS (nvidia-cuda-mps-control, where installed): the
 # engine and the server then share one GPU context instead of the GPU switching between their
@@ -46,9 +46,9 @@ runs=(decode_cuda decode_cpu host_unmapped gpu_tier)
 command -v nvidia-cuda-mps-control > /dev/null && runs+=(gpu_tier_mps)
 for run in "${runs[@]}"; do
   case $run in
-    decode_cuda) flags=(--dense-decode-backend=cuda) ;;
-    decode_cpu) flags=(--dense-decode-backend=cpu) ;;
-    host_unmapped) flags=(--dense-decode-backend=cuda --host-tier-mapping=off) ;;
+    decode_cuda) flags=(--compute-backend=cuda) ;;
+    decode_cpu) flags=(--compute-backend=cpu) ;;
+    host_unmapped) flags=(--compute-backend=cuda --host-tier-mapping=off) ;;
     gpu_tier | gpu_tier_mps) flags=(--gpu-memory-budget=4GiB --gpu-device=0) ;;
   esac
   if [ "$run" = gpu_tier_mps ]; then

@@ -89,7 +89,7 @@ wants engine_process && mkdir -p "$engine_out"
 if ! wants engine_process; then
   :
 elif start_server "$engine_out" --memory-budget=256MiB --max-message-bytes=64MiB \
-  --decode-backend=cuda --decode-device=0 --gpu-device=0 --decode-memory-budget=16GiB; then
+  --compute-backend=cuda --gpu-device=0 --decode-memory-budget=16GiB; then
   timeout 300 "$bundle/bin/leapcache-decode-bench" --backend=cuda --local-device=1 \
     --target="$server_target" --out="$engine_out" | tee "$engine_out/decode_bench.txt" ||
     status=1

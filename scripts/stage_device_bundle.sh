@@ -19,10 +19,11 @@ archive=${3:-}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_CUDA=ON >/dev/null
 binaries=(
   service/server/leapcache-server
-  tests/gpu/service/cuda_decode_backend_test
+  tests/gpu/compute/cuda_live_states_test
+  tests/gpu/compute/device_spans_test
+  tests/gpu/compute/kernel_decoder_test
+  tests/gpu/compute/kernel_encoder_test
   tests/gpu/service/device_tier_test
-  tests/gpu/service/kernel_decoder_test
-  tests/gpu/service/kernel_encoder_test
   tests/gpu/transport/transport_gpu_test
   service/bench/leapcache-decode-bench
   service/bench/leapcache-service-bench

@@ -24,8 +24,8 @@
 // accept one step's message (about 10 MiB for KDA at B = 256, H = 32) and hold one session's
 // live states in its decode budget (the bench opens one session at a time), e.g.:
 //
-//   leapcache-server --listen=127.0.0.1:0 --port-file=PORT --metrics-listen= --decode-device=0
-//                    --decode-backend=cuda --decode-memory-budget=16GiB --max-message-bytes=64MiB &
+//   leapcache-server --listen=127.0.0.1:0 --port-file=PORT --metrics-listen= --gpu-device=0
+//                    --compute-backend=cuda --decode-memory-budget=16GiB --max-message-bytes=64MiB &
 //   leapcache-decode-bench --backend=cuda --local-device=1 --target=127.0.0.1:$(cat PORT)
 #include <algorithm>
 #include <chrono>
@@ -45,13 +45,11 @@
 #include "leapcache/client.h"
 #include "leapcache/data_plane.h"
 #include "leapcache/decode_session.h"
-#include "service/decode/cpu_decode_backend.h"
+#include "service/compute/compute.h"
 #include "service/server/large_allocations.h"
 #include "service/server/server.h"
 #ifdef LEAPCACHE_WITH_CUDA
 #include <cuda_runtime_api.h>
-
-#include "service/decode/cuda_decode_backend.h"
 #endif
 
 namespace leapcache::bench {
@@ -119,10 +117,10 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     }
   }
   if (!f->target.empty() && f->server_device_given) {
-    // The external server's decode_device decides; accepting the flag would mislabel the run.
+    // The external server's gpu_device decides; accepting the flag would mislabel the run.
     std::fprintf(stderr,
                  "--server-device places the in-process server's decode pools; with --target "
-                 "start the server with --decode-device instead\n");
+                 "start the server with --gpu-device instead\n");
     return false;
   }
   return true;
@@ -216,22 +214,19 @@ Timing Time(int steps, F&& step) {
   return t;
 }
 
-absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> InProcess(const std::string& backend,
-                                                                 const decode::DecodeShape& s,
+// The in-process live states: the compute seam's backend of `backend` ("cuda" or "cpu") on
+// `device`, exactly what the server's compute_backend makes.
+absl::StatusOr<std::unique_ptr<compute::LiveStates>> InProcess(const std::string& backend,
+                                                                 const compute::DecodeShape& s,
                                                                  int device) {
-#ifdef LEAPCACHE_WITH_CUDA
-  if (backend == "cuda") {
-    absl::StatusOr<std::unique_ptr<decode::CudaDecodeBackend>> b =
-        decode::CudaDecodeBackend::Create(s, device);
-    if (!b.ok()) return b.status();
-    return std::unique_ptr<decode::DecodeBackend>(*std::move(b));
+  static std::unique_ptr<compute::Compute> made;  // one per process, as in the server
+  if (made == nullptr) {
+    absl::StatusOr<std::unique_ptr<compute::Compute>> c = compute::MakeCompute(
+        backend == "cuda" ? compute::Choice::kCuda : compute::Choice::kCpu, device);
+    if (!c.ok()) return c.status();
+    made = *std::move(c);
   }
-#endif
-  (void)device;  // the CPU backend has none
-  if (backend == "cuda") return absl::UnimplementedError("built without the CUDA backend");
-  absl::StatusOr<std::unique_ptr<decode::CpuDecodeBackend>> b = decode::CpuDecodeBackend::Create(s);
-  if (!b.ok()) return b.status();
-  return std::unique_ptr<decode::DecodeBackend>(*std::move(b));
+  return made->OpenLiveStates(s);
 }
 
 // Why an external server (--target) refused a session or a step, when it ran out of something
@@ -254,8 +249,8 @@ int Run(const Flags& flags) {
     config.metrics_listen = "";
     config.memory_budget = 256 * server::kMiB;
     config.max_message_bytes = 64 * server::kMiB;
-    config.decode_backend = flags.backend;
-    config.decode_device = flags.server_device;
+    config.compute_backend = flags.backend;
+    config.gpu_device = flags.server_device;
     config.decode_memory_budget = 16 * server::kGiB;
     absl::StatusOr<std::unique_ptr<server::Server>> started = server::Server::Start(config);
     if (!started.ok()) {
@@ -332,7 +327,7 @@ int Run(const Flags& flags) {
     for (int batch : flags.batches) {
       Inputs in = MakeInputs(kind, batch, flags.heads, rng);
       if (flags.transport_only) std::fill(in.slot.begin(), in.slot.end(), -1);
-      decode::DecodeShape shape;
+      compute::DecodeShape shape;
       shape.spec = BlobSpec::Leap(kind, 8, kDim, kDim);
       shape.slots = batch;
       shape.layers = 1;
@@ -348,28 +343,28 @@ int Run(const Flags& flags) {
         return 1;
       }
       // Bit-identical outputs are only expected from the same backend; an external server picks
-      // its own (decode_backend), so a different one is a setup error, not a mismatch.
+      // its own (compute_backend), so a different one is a setup error, not a mismatch.
       if ((*session)->info().backend != flags.backend) {
         std::fprintf(stderr,
                      "the server decodes on its %s backend, the in-process reference on %s: "
-                     "start the server with --decode-backend=%s\n",
+                     "start the server with --compute-backend=%s\n",
                      (*session)->info().backend.c_str(), flags.backend.c_str(),
                      flags.backend.c_str());
         return 1;
       }
       Timing local;
       {
-        absl::StatusOr<std::unique_ptr<decode::DecodeBackend>> b =
+        absl::StatusOr<std::unique_ptr<compute::LiveStates>> b =
             InProcess(flags.backend, shape, flags.local_device);
         if (!b.ok()) {
           std::fprintf(stderr, "in-process backend: %s\n",
                        std::string(b.status().message()).c_str());
           return 1;
         }
-        const decode::LayerStep step{
-            0,    in.slot, decode::WireDType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
+        const compute::LayerStep step{
+            0,    in.slot, compute::WireDType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
             in.g, in.beta};
-        const decode::LayerOutput out{decode::WireDType::kBf16, o};
+        const compute::LayerOutput out{compute::WireDType::kBf16, o};
         local = Time(flags.steps, [&] { (void)(*b)->Step(step, out); });
       }
       // Both paths run the same inputs the same number of times from the zero state, so their

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/config/auth_tokens.h"
 #include "service/config/host_port.h"
+#include "service/compute/compute.h"
 #include "service/config/tls_credentials.h"
 #include "service/core/host_tier.h"
 
@@ -152,17 +153,8 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return Invalid("host_tier_mapping: on needs a server built with CUDA (this one was not)");
   }
 #endif
-  if (c.encode_backend != "cpu" && c.encode_backend != "cuda" && c.encode_backend != "auto") {
-    return Invalid(
-        absl::StrCat("encode_backend must be cpu, cuda or auto (got \"", c.encode_backend, "\")"));
-  }
-  if (c.dense_decode_backend != "cpu" && c.dense_decode_backend != "cuda" &&
-      c.dense_decode_backend != "auto") {
-    return Invalid(absl::StrCat("dense_decode_backend must be cpu, cuda or auto (got \"",
-                                c.dense_decode_backend, "\")"));
-  }
-  if (absl::Status st = decode::ParseBackendChoice(c.decode_backend).status(); !st.ok()) {
-    return Invalid(absl::StrCat("decode_backend: ", st.message()));
+  if (absl::Status st = compute::ParseChoice(c.compute_backend).status(); !st.ok()) {
+    return Invalid(absl::StrCat("compute_backend: ", st.message()));
   }
   if (c.decode_idle_timeout <= absl::ZeroDuration()) {
     return Invalid("decode_idle_timeout must be positive");
@@ -186,7 +178,7 @@ absl::Status ValidateConfig(const ServerConfig& c) {
 }
 
 uint64_t ServerMemoryBound(const ServerConfig& c, int cores) {
-  const uint64_t decode = c.decode_backend == "cuda" ? 0 : c.decode_memory_budget;
+  const uint64_t decode = c.compute_backend == "cuda" ? 0 : c.decode_memory_budget;
   return c.memory_budget + c.spill_budget + decode + c.grpc_memory_budget +
          2 * c.max_message_bytes * static_cast<uint64_t>(std::max(1, cores)) +
          kHeapRetainedBytes + kProcessBaseBytes;
@@ -195,8 +187,6 @@ uint64_t ServerMemoryBound(const ServerConfig& c, int cores) {
 decode::DecodeOptions ToDecodeOptions(const ServerConfig& c) {
   decode::DecodeOptions o;
   o.memory_budget = c.decode_memory_budget;
-  o.backend = *decode::ParseBackendChoice(c.decode_backend);
-  o.device = static_cast<int>(c.decode_device);
   o.max_slots = static_cast<int>(c.decode_max_slots);
   o.max_sessions = static_cast<int>(c.decode_max_sessions);
   o.max_sessions_per_tenant = static_cast<int>(c.tenant_max_decode_sessions);

@@ -68,8 +68,8 @@ struct ServerConfig {
   // memory first and spill to the host tier when it is full; 0 disables it. Device memory the
   // engines do not use is the point of the product, so size it from what they leave free.
   uint64_t gpu_memory_budget = 0;
-  // CUDA device of the GPU tier, of the encode and dense-decode kernels and of NCCL data-plane
-  // sessions.
+  // CUDA device of the GPU tier, of the compute backend's kernels (codec and attached decode) and
+  // of NCCL data-plane sessions.
   int64_t gpu_device = 0;
   // Whether the host and spill tiers are pinned and mapped for gpu_device (servers built with
   // CUDA): then a get from them into an engine's GPU buffer (CUDA IPC, NCCL) is one device-side
@@ -77,14 +77,16 @@ struct ServerConfig {
   // without it; off: never. Pinning takes the budget out of swap for the server's lifetime, and a
   // failure to pin (a locked-memory limit) fails start-up, naming this setting.
   std::string host_tier_mapping = "auto";
-  // Who encodes dense puts: cpu (the reference codec), cuda (the encode kernel for 8-bit window
-  // formats at 128 x 128, the reference for the rest; start-up fails without a device), or auto
-  // (cuda when built with CUDA and the device is present, else cpu).
-  std::string encode_backend = "auto";
-  // Who decodes dense gets, the same choices: the decode kernel computes in fp32 in another
-  // order than the reference, so its states equal the reference's to within fp32 rounding;
-  // cpu gives the reference's bytes on every server.
-  std::string dense_decode_backend = "auto";
+  // Who computes on states (service/compute): encodes dense puts, decodes dense gets and holds
+  // and steps the live states of attached-decode sessions. cpu: the reference codec and
+  // recurrence everywhere (the reference's bytes on every server). cuda: the kernels on
+  // gpu_device, start-up fails without them; formats they do not build (they build the window
+  // format at 8, 6 and 4 bits and fp32 live states, dk = dv = 128) are encoded and decoded by
+  // the reference, and a decode session of one is refused (UNIMPLEMENTED) rather than held in
+  // host memory. auto: the kernels where built, present and able to serve the format, else the
+  // reference. The kernels round like the reference up to one-code ties when encoding and
+  // decode in fp32 in another order, so their states equal the reference's to within that.
+  std::string compute_backend = "auto";
   // A second, slower host tier that evictions spill into (a spilled checkpoint is still a hit,
   // promoted back on use); 0 disables it.
   uint64_t spill_budget = 0;
@@ -178,14 +180,9 @@ struct ServerConfig {
 
   // --- Attached decode (decode.proto) ---
   // Live-state memory of all decode sessions together (host memory on the CPU backend, device
-  // memory on the CUDA backend). 0 disables attached decode (OpenSession: RESOURCE_EXHAUSTED).
+  // memory of gpu_device on the CUDA backend; compute_backend chooses). 0 disables attached
+  // decode (OpenSession: RESOURCE_EXHAUSTED).
   uint64_t decode_memory_budget = 1 * kGiB;
-  // cpu, cuda or auto: the kernels where the server was built with CUDA, a device is present
-  // and the namespace's format has kernels (8-bit window, fp32; dk = dv = 128), else the CPU
-  // reference.
-  std::string decode_backend = "auto";
-  // CUDA device of the decode pools.
-  int64_t decode_device = 0;
   // Live requests one session may hold.
   int64_t decode_max_slots = 4096;
   int64_t decode_max_sessions = 1024;
@@ -210,7 +207,7 @@ absl::Status CheckConfigFiles(const ServerConfig& config);
 
 // What the server's resident memory stays below, as a formula of the settings (the README's
 // "Memory" section): the host tiers (memory_budget + spill_budget), decode_memory_budget unless
-// decode_backend is cuda (live states in host memory otherwise), grpc_memory_budget, two
+// compute_backend is cuda (live states in host memory otherwise), grpc_memory_budget, two
 // max_message_bytes per core for messages being parsed and built outside gRPC's quota,
 // kHeapRetainedBytes of freed heap the allocator keeps mapped (large_allocations.h), and
 // kProcessBaseBytes for code, stacks and the index. `cores`: the CPUs the process may use.

@@ -153,10 +153,9 @@ const std::vector<Setting>& Settings() {
                  "CUDA device of the GPU tier, the codec kernels and NCCL data-plane sessions"),
       StringSetting("host_tier_mapping", &C::host_tier_mapping,
                     "host tiers pinned and mapped for gpu_device: auto, on or off"),
-      StringSetting("encode_backend", &C::encode_backend,
-                    "dense puts encoded on cpu, cuda or auto"),
-      StringSetting("dense_decode_backend", &C::dense_decode_backend,
-                    "dense gets decoded on cpu, cuda or auto"),
+      StringSetting("compute_backend", &C::compute_backend,
+                    "who encodes dense puts, decodes dense gets and steps attached decode "
+                    "sessions: cpu, cuda or auto"),
       BytesSetting("spill_budget", &C::spill_budget, "spill tier, bytes or %; 0 disables",
                    /*allow_percent=*/true),
       BytesSetting("page_bytes", &C::page_bytes, "allocation unit of the tiers (4KiB multiple)"),
@@ -207,8 +206,6 @@ const std::vector<Setting>& Settings() {
       BytesSetting("decode_memory_budget", &C::decode_memory_budget,
                    "live-state memory of all attached-decode sessions; 0 disables",
                    /*allow_percent=*/true),
-      StringSetting("decode_backend", &C::decode_backend, "attached decode on cpu, cuda or auto"),
-      IntSetting("decode_device", &C::decode_device, 0, 1024, "CUDA device of the decode pools"),
       IntSetting("decode_max_slots", &C::decode_max_slots, 1, 1 << 20,
                  "live requests per decode session"),
       IntSetting("decode_max_sessions", &C::decode_max_sessions, 1, 1 << 20,
@@ -219,6 +216,20 @@ const std::vector<Setting>& Settings() {
                       "on SIGTERM, time calls in flight get to finish"),
   };
   return *settings;
+}
+
+// Settings that were folded into others: naming one is an error that says what replaced it.
+std::string Replaced(absl::string_view name) {
+  static constexpr std::pair<const char*, const char*> kReplaced[] = {
+      {"encode_backend", "compute_backend"},
+      {"dense_decode_backend", "compute_backend"},
+      {"decode_backend", "compute_backend"},
+      {"decode_device", "gpu_device"},
+  };
+  for (const auto& [old_name, now] : kReplaced) {
+    if (name == old_name) return absl::StrCat(" (replaced by ", now, ")");
+  }
+  return "";
 }
 
 const Setting* FindSetting(absl::string_view name) {
@@ -268,7 +279,8 @@ absl::Status ApplyYaml(const std::string& path, LoadedConfig* out) {
     const Setting* s = FindSetting(key);
     if (s == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("config file ", path, " line ", line, ": unknown setting \"", key, "\""));
+          absl::StrCat("config file ", path, " line ", line, ": unknown setting \"", key, "\"",
+                       Replaced(key)));
     }
     if (!kv.second.IsScalar()) {
       return absl::InvalidArgumentError(
@@ -357,7 +369,8 @@ absl::StatusOr<LoadedConfig> LoadConfig(const std::vector<std::string>& args,
       setting_flags.push_back(f);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag --", absl::StrReplaceAll(f.name, {{"_", "-"}}), " (see --help)"));
+          "unknown flag --", absl::StrReplaceAll(f.name, {{"_", "-"}}), Replaced(f.name),
+          " (see --help)"));
     }
   }
   if (out.help) return out;
@@ -386,7 +399,8 @@ absl::StatusOr<LoadedConfig> LoadConfig(const std::vector<std::string>& args,
       const std::string setting = absl::AsciiStrToLower(name.substr(10));
       if (FindSetting(setting) == nullptr) {
         out.warnings.push_back(
-            absl::StrCat("ignoring environment variable ", name, ": no such setting"));
+            absl::StrCat("ignoring environment variable ", name, ": no such setting",
+                         Replaced(setting)));
       }
     }
   }

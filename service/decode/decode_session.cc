@@ -53,17 +53,17 @@ bool AnyNonFinite(std::span<const uint8_t> bytes, uint64_t exponent, uint64_t lo
   return found != 0;
 }
 
-absl::Status CheckFinite(const char* name, WireDType dtype, std::span<const uint8_t> x) {
-  const size_t n = x.size() / WireBytes(dtype);
-  const std::span<const uint8_t> whole = x.first(n * WireBytes(dtype));
-  const bool any = dtype == WireDType::kBf16
+absl::Status CheckFinite(const char* name, compute::WireDType dtype, std::span<const uint8_t> x) {
+  const size_t n = x.size() / compute::WireBytes(dtype);
+  const std::span<const uint8_t> whole = x.first(n * compute::WireBytes(dtype));
+  const bool any = dtype == compute::WireDType::kBf16
                        ? AnyNonFinite(whole, 0x7F807F807F807F80ull, 0x0001000100010001ull,
                                       0x8000800080008000ull)
                        : AnyNonFinite(whole, 0x7F8000007F800000ull, 0x0000000100000001ull,
                                       0x8000000080000000ull);
   if (!any) return absl::OkStatus();
   for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(WireValue(dtype, x.data(), i))) {
+    if (!std::isfinite(compute::WireValue(dtype, x.data(), i))) {
       return absl::InvalidArgumentError(absl::StrCat(name, "[", i, "] is not finite"));
     }
   }
@@ -72,7 +72,7 @@ absl::Status CheckFinite(const char* name, WireDType dtype, std::span<const uint
 
 }  // namespace
 
-DecodeSession::DecodeSession(const SessionInfo& info, std::unique_ptr<DecodeBackend> backend,
+DecodeSession::DecodeSession(const SessionInfo& info, std::unique_ptr<compute::LiveStates> backend,
                              core::CheckpointStore* store)
     : info_(info),
       store_(store),
@@ -80,7 +80,7 @@ DecodeSession::DecodeSession(const SessionInfo& info, std::unique_ptr<DecodeBack
       last_used_ns_(absl::ToUnixNanos(absl::Now())) {}
 
 void DecodeSession::End() {
-  std::unique_ptr<DecodeBackend> ended;  // freed outside the lock
+  std::unique_ptr<compute::LiveStates> ended;  // freed outside the lock
   base::WriterLock lock(&mu_);
   ended = std::move(backend_);
 }
@@ -100,8 +100,14 @@ absl::Status DecodeSession::CheckSlot(int slot) const {
   return absl::OkStatus();
 }
 
-absl::Status DecodeSession::CheckStep(const LayerStep& in, const LayerOutput& out) const {
-  const DecodeShape& s = info_.shape;
+absl::Status DecodeSession::CheckStep(const compute::LayerStep& in, const compute::LayerOutput& out) const {
+  const compute::DecodeShape& s = info_.shape;
+  // Every input is checked finite before a state moves, which the host can only do on host
+  // memory: vectors in device memory wait for a check on the device.
+  if (in.memory != compute::Memory::kHost || out.memory != compute::Memory::kHost) {
+    return absl::InvalidArgumentError(
+        "a session's step vectors must be in host memory (no device-side input check yet)");
+  }
   if (in.layer < 0 || in.layer >= s.layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", in.layer, " is outside [0, ", s.layers, ")"));
@@ -126,7 +132,7 @@ absl::Status DecodeSession::CheckStep(const LayerStep& in, const LayerOutput& ou
     seen[static_cast<size_t>(slot)] = true;
   }
   const size_t bh = batch * static_cast<size_t>(s.heads);
-  const size_t e = WireBytes(in.dtype);
+  const size_t e = compute::WireBytes(in.dtype);
   LC_RETURN_IF_ERROR(CheckSize("q", in.q.size() / e, bh * s.spec.dk));
   LC_RETURN_IF_ERROR(CheckSize("k", in.k.size() / e, bh * s.spec.dk));
   LC_RETURN_IF_ERROR(CheckSize("v", in.v.size() / e, bh * s.spec.dv));
@@ -135,7 +141,7 @@ absl::Status DecodeSession::CheckStep(const LayerStep& in, const LayerOutput& ou
   }
   LC_RETURN_IF_ERROR(CheckSize("g", in.g.size(), bh * s.gate_size()));
   LC_RETURN_IF_ERROR(CheckSize("beta", in.beta.size(), bh));
-  LC_RETURN_IF_ERROR(CheckSize("o", out.o.size(), bh * s.spec.dv * WireBytes(out.dtype)));
+  LC_RETURN_IF_ERROR(CheckSize("o", out.o.size(), bh * s.spec.dv * compute::WireBytes(out.dtype)));
   LC_RETURN_IF_ERROR(CheckFinite("q", in.dtype, in.q));
   LC_RETURN_IF_ERROR(CheckFinite("k", in.dtype, in.k));
   LC_RETURN_IF_ERROR(CheckFinite("v", in.dtype, in.v));
@@ -146,7 +152,7 @@ absl::Status DecodeSession::CheckStep(const LayerStep& in, const LayerOutput& ou
 
 void DecodeSession::Touch() { last_used_ns_.store(absl::ToUnixNanos(absl::Now())); }
 
-absl::Status DecodeSession::Step(const LayerStep& in, const LayerOutput& out) {
+absl::Status DecodeSession::Step(const compute::LayerStep& in, const compute::LayerOutput& out) {
   LC_RETURN_IF_ERROR(CheckStep(in, out));
   Touch();
   base::WriterLock lock(&mu_);

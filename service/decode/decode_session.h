@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/core/checkpoint_store.h"
-#include "service/decode/decode_backend.h"
+#include "service/compute/live_states.h"
 
 namespace leapcache::decode {
 
@@ -32,7 +32,7 @@ struct SessionInfo {
   SessionId id = 0;
   core::NamespaceId ns = 0;
   core::HeadRange heads;  // of every layer
-  DecodeShape shape;
+  compute::DecodeShape shape;
   const char* backend = "";
   size_t state_bytes = 0;
   // Of each stored unit of the namespace (its conv state and extra bytes), which the engine keeps.
@@ -41,12 +41,12 @@ struct SessionInfo {
 
 class DecodeSession {
  public:
-  DecodeSession(const SessionInfo& info, std::unique_ptr<DecodeBackend> backend,
+  DecodeSession(const SessionInfo& info, std::unique_ptr<compute::LiveStates> backend,
                 core::CheckpointStore* store);
   const SessionInfo& info() const { return info_; }
 
   // out.o must hold batch x heads x dv elements of out.dtype.
-  absl::Status Step(const LayerStep& in, const LayerOutput& out);
+  absl::Status Step(const compute::LayerStep& in, const compute::LayerOutput& out);
   absl::Status Reset(int slot);
   // NOT_FOUND if the store holds no checkpoint of the session's heads at `hash`.
   // Returns the checkpoint's position.
@@ -67,7 +67,7 @@ class DecodeSession {
 
  private:
   absl::Status CheckSlot(int slot) const;
-  absl::Status CheckStep(const LayerStep& in, const LayerOutput& out) const;
+  absl::Status CheckStep(const compute::LayerStep& in, const compute::LayerOutput& out) const;
   void Touch();
   // NOT_FOUND once End() ran.
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -75,7 +75,7 @@ class DecodeSession {
   const SessionInfo info_;
   core::CheckpointStore* const store_;
   mutable absl::Mutex mu_;
-  std::unique_ptr<DecodeBackend> backend_ ABSL_GUARDED_BY(mu_);  // null once ended
+  std::unique_ptr<compute::LiveStates> backend_ ABSL_GUARDED_BY(mu_);  // null once ended
   // Atomic, not under mu_: the reaper reads it while a long step holds mu_.
   std::atomic<int64_t> last_used_ns_;
   std::atomic<uint64_t> steps_{0};

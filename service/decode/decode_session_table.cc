@@ -6,31 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "base/lock.h"
 #include "base/status_macros.h"
-#include "service/decode/cpu_decode_backend.h"
-#ifdef LEAPCACHE_WITH_CUDA
-#include "service/decode/cuda_decode_backend.h"
-#endif
 
 namespace leapcache::decode {
 
-absl::StatusOr<BackendChoice> ParseBackendChoice(const std::string& s) {
-  if (s == "cpu") return BackendChoice::kCpu;
-  if (s == "cuda") return BackendChoice::kCuda;
-  if (s == "auto") return BackendChoice::kAuto;
-  return absl::InvalidArgumentError(
-      absl::StrCat("decode backend must be cpu, cuda or auto (got \"", s, "\")"));
-}
-
-bool CudaBackendBuilt() {
-#ifdef LEAPCACHE_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
-DecodeSessionTable::DecodeSessionTable(const DecodeOptions& options, core::CheckpointStore* store)
-    : options_(options), store_(store) {
+DecodeSessionTable::DecodeSessionTable(const DecodeOptions& options, core::CheckpointStore* store,
+                                       compute::Compute* compute)
+    : options_(options),
+      store_(store),
+      compute_(compute != nullptr ? compute : &compute::CpuCompute()) {
   const absl::Duration interval = std::min(absl::Seconds(1), options_.idle_timeout / 4);
   reaper_ = std::thread([this, interval] {
     while (!stop_reaper_.WaitForNotificationWithTimeout(interval)) Reap(absl::Now());
@@ -40,28 +23,6 @@ DecodeSessionTable::DecodeSessionTable(const DecodeOptions& options, core::Check
 DecodeSessionTable::~DecodeSessionTable() {
   stop_reaper_.Notify();
   reaper_.join();
-}
-
-absl::StatusOr<std::unique_ptr<DecodeBackend>> DecodeSessionTable::MakeBackend(
-    const DecodeShape& shape) const {
-  if (options_.backend != BackendChoice::kCpu) {
-#ifdef LEAPCACHE_WITH_CUDA
-    absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> cuda =
-        CudaDecodeBackend::Create(shape, options_.device);
-    if (cuda.ok()) return std::unique_ptr<DecodeBackend>(*std::move(cuda));
-    // kAuto falls back only when the kernels cannot serve this session, not on real failures.
-    const bool fallback =
-        options_.backend == BackendChoice::kAuto &&
-        (absl::IsUnimplemented(cuda.status()) || absl::IsUnavailable(cuda.status()));
-    if (!fallback) return cuda.status();
-#else
-    if (options_.backend == BackendChoice::kCuda) {
-      return absl::UnimplementedError("this server was built without the CUDA decode backend");
-    }
-#endif
-  }
-  LC_ASSIGN_OR_RETURN(std::unique_ptr<CpuDecodeBackend> cpu, CpuDecodeBackend::Create(shape));
-  return std::unique_ptr<DecodeBackend>(std::move(cpu));
 }
 
 absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request) {
@@ -81,7 +42,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
     return absl::InvalidArgumentError(
         absl::StrCat("scale must be finite and >= 0 (got ", request.scale, ")"));
   }
-  DecodeShape shape;
+  compute::DecodeShape shape;
   shape.spec = ns.spec.format;
   shape.slots = request.slots;
   shape.layers = ns.spec.model.linear_layers;
@@ -91,7 +52,7 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
                     ? request.scale
                     : 1.0f / std::sqrt(static_cast<float>(shape.spec.dk));  // FLA's default
 
-  const size_t estimate = LiveStateBytes(shape);
+  const size_t estimate = compute::LiveStateBytes(shape);
   {
     base::WriterLock lock(&mu_);
     if (sessions_.size() >= static_cast<size_t>(options_.max_sessions)) {
@@ -117,24 +78,24 @@ absl::StatusOr<SessionInfo> DecodeSessionTable::Open(const OpenRequest& request)
     reserved_bytes_ += estimate;
     ++per_tenant_[tenant];  // held while the backend is made, so racing opens count it
   }
-  absl::StatusOr<std::unique_ptr<DecodeBackend>> backend = MakeBackend(shape);
+  absl::StatusOr<std::unique_ptr<compute::LiveStates>> live = compute_->OpenLiveStates(shape);
   base::WriterLock lock(&mu_);
   reserved_bytes_ -= estimate;
-  if (!backend.ok()) {
+  if (!live.ok()) {
     --per_tenant_[ns.spec.tenant];
     ++stats_.refused;
-    return backend.status();
+    return live.status();
   }
   SessionInfo info;
   info.id = next_id_++;
   info.ns = request.ns;
   info.heads = heads;
   info.shape = shape;
-  info.backend = (*backend)->name();
-  info.state_bytes = (*backend)->state_bytes();
+  info.backend = (*live)->name();
+  info.state_bytes = (*live)->state_bytes();
   info.side_bytes = ns.side_bytes;
   reserved_bytes_ += info.state_bytes;
-  sessions_[info.id] = std::make_shared<DecodeSession>(info, *std::move(backend), store_);
+  sessions_[info.id] = std::make_shared<DecodeSession>(info, *std::move(live), store_);
   tenant_of_[info.id] = ns.spec.tenant;
   ++stats_.opened;
   return info;

@@ -2,7 +2,9 @@
 // memory budget for live states, and the reaping of sessions whose engine went away.
 //
 // A session is opened for (namespace, head range, slots); its live states take
-// LiveStateBytes / the backend's pool bytes from `memory_budget`, returned on Close or reap.
+// compute::LiveStateBytes / the live states' pool bytes from `memory_budget`, returned on Close
+// or reap. The live states are the compute backend's (service/compute: the CPU reference or the
+// kernels, as the server's compute_backend chose).
 // A session idle for longer than `idle_timeout` (no call at all) is closed by Reap(), which the
 // table's reaper thread runs periodically: an engine that dies never holds memory for longer than
 // that. Thread-safe.
@@ -18,16 +20,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "service/compute/compute.h"
 #include "service/core/checkpoint_store.h"
 #include "service/decode/decode_session.h"
 
 namespace leapcache::decode {
-
-enum class BackendChoice {
-  kCpu,   // the CPU reference
-  kCuda,  // the kernels; a session the kernels cannot serve fails with UNIMPLEMENTED
-  kAuto,  // the kernels where built, present and able to serve the format; else the CPU
-};
 
 struct DecodeOptions {
   size_t memory_budget = size_t{1} << 30;  // live-state bytes of all sessions together
@@ -36,14 +33,7 @@ struct DecodeOptions {
   int max_sessions_per_tenant = 0;
   int max_slots = 4096;  // per session
   absl::Duration idle_timeout = absl::Minutes(5);
-  BackendChoice backend = BackendChoice::kAuto;
-  int device = 0;  // CUDA device of the kernels' pools
 };
-
-// Parses "cpu", "cuda", "auto".
-absl::StatusOr<BackendChoice> ParseBackendChoice(const std::string& s);
-// True when this build has the CUDA backend.
-bool CudaBackendBuilt();
 
 struct OpenRequest {
   core::NamespaceId ns = 0;
@@ -64,16 +54,17 @@ struct TableStats {
 
 class DecodeSessionTable {
  public:
-  // Starts the idle reaper (every second, or idle_timeout / 4 if shorter). `store` must
-  // outlive the table.
-  DecodeSessionTable(const DecodeOptions& options, core::CheckpointStore* store);
+  // Starts the idle reaper (every second, or idle_timeout / 4 if shorter). `store` and `compute`
+  // must outlive the table; the CPU reference when `compute` is null.
+  DecodeSessionTable(const DecodeOptions& options, core::CheckpointStore* store,
+                     compute::Compute* compute = nullptr);
   ~DecodeSessionTable();
   DecodeSessionTable(const DecodeSessionTable&) = delete;
   DecodeSessionTable& operator=(const DecodeSessionTable&) = delete;
 
   // NOT_FOUND: unknown namespace. INVALID_ARGUMENT: heads outside the namespace, slots outside
   // 1..max_slots, a negative or non-finite scale. RESOURCE_EXHAUSTED: over the memory budget,
-  // max_sessions or the tenant's max_sessions_per_tenant. UNIMPLEMENTED / UNAVAILABLE: backend kCuda cannot serve it.
+  // max_sessions or the tenant's max_sessions_per_tenant. UNIMPLEMENTED: compute_backend=cuda and no kernels for the format.
   absl::StatusOr<SessionInfo> Open(const OpenRequest& request);
   // NOT_FOUND for an unknown (closed, reaped) session.
   absl::StatusOr<std::shared_ptr<DecodeSession>> Find(SessionId id) const;
@@ -83,10 +74,9 @@ class DecodeSessionTable {
   TableStats Stats() const;
 
  private:
-  absl::StatusOr<std::unique_ptr<DecodeBackend>> MakeBackend(const DecodeShape& shape) const;
-
   const DecodeOptions options_;
   core::CheckpointStore* const store_;
+  compute::Compute* const compute_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<SessionId, std::shared_ptr<DecodeSession>> sessions_ ABSL_GUARDED_BY(mu_);
   SessionId next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -12,7 +12,7 @@
 namespace leapcache::server {
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
-    core::CheckpointStore& store, const ReadRequest& request, StateDecoder* decoder) {
+    core::CheckpointStore& store, const ReadRequest& request, compute::Compute* compute) {
   LC_ASSIGN_OR_RETURN(const core::NamespaceInfo ns, store.GetNamespace(request.ns));
   LC_ASSIGN_OR_RETURN(core::ReadLease lease, store.Get(request.ns, request.hash, request.heads));
   ReadShape shape;
@@ -24,17 +24,18 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
   shape.side_bytes = ns.side_bytes;
   shape.dense = request.dense;
   shape.state_bytes = request.dense.has_value()
-                          ? DenseStateBytes(*request.dense, ns.spec.model.dk, ns.spec.model.dv)
+                          ? compute::DenseStateBytes(*request.dense, ns.spec.model.dk, ns.spec.model.dv)
                           : 0;
   shape.unit_bytes =
       (request.dense.has_value() ? shape.state_bytes : shape.blob_bytes) + shape.side_bytes;
   shape.total_bytes = lease.num_units() * shape.unit_bytes;
   return std::unique_ptr<CheckpointReader>(new CheckpointReader(
-      std::move(lease), shape, decoder != nullptr ? *decoder : CpuStateDecoder()));
+      std::move(lease), shape, compute != nullptr ? *compute : compute::CpuCompute()));
 }
 
-CheckpointReader::CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder)
-    : lease_(std::move(lease)), shape_(shape), decoder_(decoder) {}
+CheckpointReader::CheckpointReader(core::ReadLease lease, ReadShape shape,
+                                   compute::Compute& compute)
+    : lease_(std::move(lease)), shape_(shape), compute_(compute) {}
 
 std::string CheckpointReader::Describe(size_t i) const {
   return absl::StrCat("stored blob of layer ", i / shape_.heads.size(), " head ",
@@ -65,7 +66,7 @@ absl::Status CheckpointReader::LoadNext() {
     within_ = 0;
     return absl::OkStatus();
   }
-  const size_t n = std::min(decoder_.BatchFor(shape_.format), items - first);
+  const size_t n = std::min(compute_.DecodeBatch(shape_.format), items - first);
   // The decoder sees the batch's units together: in place, or copied out of memory that is not
   // host-addressable in as few copies as they allow.
   std::vector<std::span<const uint8_t>> units(n);
@@ -78,9 +79,9 @@ absl::Status CheckpointReader::LoadNext() {
                         : std::span<const uint8_t>(units_).subspan(k * stored, stored);
   }
   states_.resize(n * shape_.state_bytes);
-  LC_RETURN_IF_ERROR(decoder_.Decode(
+  LC_RETURN_IF_ERROR(compute_.Decode(
       shape_.format, *shape_.dense, n, [&](size_t k) { return units[k].first(shape_.blob_bytes); },
-      [&](size_t k) { return Describe(first + k); }, states_));
+      [&](size_t k) { return Describe(first + k); }, {states_, compute::Memory::kHost}));
   next_item_ += n;
   within_ = 0;
   if (shape_.side_bytes == 0) {

@@ -4,7 +4,7 @@
 // freed while the stream runs) and Read() fills the caller's buffer with the next bytes: the
 // stored units as they are (compact: v1 blob and side state), or units of the blob decoded to a
 // dense fp32/bf16 state in the requested layout and the side state as stored, a decoder's batch
-// at a time (state_decoder.h). Units come in (layer, head) order; chunks may split a unit. The lease is released when the reader is
+// at a time (the compute backend's, service/compute/compute.h). Units come in (layer, head) order; chunks may split a unit. The lease is released when the reader is
 // destroyed, whether or not it was read to the end.
 // Not thread-safe (one stream, one reader).
 #pragma once
@@ -18,8 +18,8 @@
 #include "absl/status/statusor.h"
 #include "gpu/format.h"
 #include "service/core/checkpoint_store.h"
-#include "service/facade/dense_state.h"
-#include "service/facade/state_decoder.h"
+#include "service/compute/dense_state.h"
+#include "service/compute/compute.h"
 
 namespace leapcache::server {
 
@@ -27,7 +27,7 @@ struct ReadRequest {
   core::NamespaceId ns = 0;
   core::BlockHash hash{};
   core::HeadRange heads;
-  std::optional<DenseFormat> dense;  // nullopt: compact
+  std::optional<compute::DenseFormat> dense;  // nullopt: compact
 };
 
 // What the reader's bytes are.
@@ -41,16 +41,16 @@ struct ReadShape {
   uint64_t side_bytes = 0;   // of every unit; 0 without a side state
   uint64_t unit_bytes = 0;   // per (layer, head): blob_bytes or state_bytes, plus side_bytes
   uint64_t total_bytes = 0;  // everything Read() will produce
-  std::optional<DenseFormat> dense;
+  std::optional<compute::DenseFormat> dense;
 };
 
 class CheckpointReader {
  public:
   // NOT_FOUND for an unknown namespace or a checkpoint that does not hold every head. Dense
-  // reads decode with `decoder` (the CPU reference when null), which must outlive the reader.
+  // reads decode with `compute` (the CPU reference when null), which must outlive the reader.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(core::CheckpointStore& store,
                                                                 const ReadRequest& request,
-                                                                StateDecoder* decoder = nullptr);
+                                                                compute::Compute* compute = nullptr);
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
@@ -76,7 +76,7 @@ class CheckpointReader {
   // 8-bit 128 x 128 blobs.
   static constexpr size_t kCopyBatch = 64;
 
-  CheckpointReader(core::ReadLease lease, ReadShape shape, StateDecoder& decoder);
+  CheckpointReader(core::ReadLease lease, ReadShape shape, compute::Compute& compute);
   // Makes the next items (one (layer, head) unit, or a decoder's batch of decoded units) the
   // current bytes.
   absl::Status LoadNext();
@@ -84,7 +84,7 @@ class CheckpointReader {
 
   core::ReadLease lease_;
   ReadShape shape_;
-  StateDecoder& decoder_;
+  compute::Compute& compute_;
   size_t next_item_ = 0;
   std::span<const uint8_t> current_;  // the current items' bytes
   size_t within_ = 0;                 // bytes of current_ already read

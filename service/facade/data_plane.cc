@@ -196,7 +196,7 @@ absl::StatusOr<GetResult> DataPlane::Get(const DataPlaneCall& call, uint64_t ses
   LC_ASSIGN_OR_RETURN(const ReadRequest read, request());
   // The read lease lives as long as `reader`: until the last byte landed or the call failed.
   LC_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                      CheckpointReader::Open(*store_, read, options_.decoder));
+                      CheckpointReader::Open(*store_, read, options_.compute));
   const ReadShape& shape = reader->shape();
   LC_RETURN_IF_ERROR(CheckRange(region->descriptor(), offset, shape.total_bytes,
                                 "the checkpoint's bytes at offset"));

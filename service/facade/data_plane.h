@@ -33,10 +33,9 @@
 #include "service/core/checkpoint_store.h"
 #include "service/facade/checkpoint_reader.h"
 #include "service/facade/data_plane_transports.h"
-#include "service/facade/dense_state.h"
+#include "service/compute/compute.h"
 #include "service/facade/engine_session_table.h"
 #include "service/facade/put_pipeline.h"
-#include "service/facade/state_decoder.h"
 #include "transport/transport.h"
 
 namespace leapcache::server {
@@ -54,8 +53,8 @@ struct DataPlaneOptions {
   absl::Duration max_transfer_time = absl::Seconds(60);
   // Bytes moved per transport operation (the session's staging memory).
   uint64_t chunk_bytes = 16 << 20;
-  // Dense gets' codec (state_decoder.h), outliving the data plane; the CPU reference when null.
-  StateDecoder* decoder = nullptr;
+  // Dense gets' codec (service/compute), outliving the data plane; the CPU reference when null.
+  compute::Compute* compute = nullptr;
   absl::Duration reap_interval = absl::Seconds(1);
 };
 
@@ -102,7 +101,7 @@ struct Attached {
 // A put's target, checked by the caller (the namespace the caller's, the hash parsed).
 struct PutArgs {
   core::PutRequest request;
-  std::optional<DenseFormat> dense;  // nullopt: compact blobs
+  std::optional<compute::DenseFormat> dense;  // nullopt: compact blobs
 };
 
 // A get's answer: what the bytes at the buffer's offset are, and their CRC-32C.

@@ -11,14 +11,13 @@
 namespace leapcache::server {
 
 PutPipeline::PutPipeline(core::CheckpointStore* store, const core::Clock& clock,
-                         StateEncoder* encoder)
+                         compute::Compute* compute)
     : store_(store),
       clock_(clock),
-      own_encoder_(encoder == nullptr ? MakeCpuStateEncoder() : nullptr),
-      encoder_(encoder == nullptr ? own_encoder_.get() : encoder) {}
+      compute_(compute == nullptr ? &compute::CpuCompute() : compute) {}
 
 absl::StatusOr<PutTicket> PutPipeline::Reserve(const core::PutRequest& request,
-                                               const std::optional<DenseFormat>& dense) {
+                                               const std::optional<compute::DenseFormat>& dense) {
   std::shared_ptr<DensePut> put;
   if (dense.has_value()) {
     LC_ASSIGN_OR_RETURN(const core::NamespaceInfo ns, store_->GetNamespace(request.ns));
@@ -26,7 +25,7 @@ absl::StatusOr<PutTicket> PutPipeline::Reserve(const core::PutRequest& request,
     put->format = *dense;
     put->spec = ns.spec.format;
     put->state_elements = static_cast<size_t>(ns.spec.model.dk) * ns.spec.model.dv;
-    put->state_bytes = DenseStateBytes(*dense, ns.spec.model.dk, ns.spec.model.dv);
+    put->state_bytes = compute::DenseStateBytes(*dense, ns.spec.model.dk, ns.spec.model.dv);
     put->side_bytes = ns.side_bytes;
     put->dense_unit_bytes = put->state_bytes + ns.side_bytes;
     put->stored_unit_bytes = ns.unit_bytes;
@@ -123,11 +122,13 @@ absl::Status PutPipeline::UploadDense(DensePut& put, uint64_t offset,
     }
     dense = gathered;
   }
-  absl::Status st = CheckDenseStates(put.format, put.state_elements, dense, describe);
+  absl::Status st = compute::CheckDenseStates(put.format, put.state_elements, dense, describe);
   uint32_t blob_crc = offset == 0 ? 0 : put.blob_crc;  // only this thread writes it now
   std::vector<std::vector<uint8_t>> blobs;
   blobs.reserve(states);
-  if (st.ok()) st = encoder_->Encode(put.spec, put.format, dense, describe, &blobs);
+  if (st.ok()) {
+    st = compute_->Encode(put.spec, put.format, {dense, compute::Memory::kHost}, describe, &blobs);
+  }
   if (st.ok() && blobs.size() != states) {
     st = absl::InternalError(
         absl::StrCat("the encoder made ", blobs.size(), " blobs of ", states, " states"));

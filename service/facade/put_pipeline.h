@@ -4,7 +4,7 @@
 // Compact puts pass straight through: the client uploads units (v1 blobs and their side states)
 // and commits with their CRC-32C, which the core checks. Dense puts (fp32/bf16 states, each with
 // its side state) are encoded here as chunks arrive, with the namespace's codec (the CPU
-// reference unless an encoder is given), and uploaded to the core as units of the blob and the
+// reference unless a compute backend is given), and uploaded to the core as units of the blob and the
 // side state as sent; their chunks must arrive in order so that the server can check the
 // client's CRC-32C of the dense bytes at commit and commit the units with their own CRC-32C.
 //
@@ -32,8 +32,7 @@
 #include "absl/time/time.h"
 #include "service/core/checkpoint_store.h"
 #include "service/core/clock.h"
-#include "service/facade/dense_state.h"
-#include "service/facade/state_encoder.h"
+#include "service/compute/compute.h"
 
 namespace leapcache::server {
 
@@ -51,16 +50,16 @@ struct PutTicket {
 
 class PutPipeline {
  public:
-  // `clock` must be the store's clock; `encoder` encodes dense states (null: the CPU
+  // `clock` must be the store's clock; `compute` encodes dense states (null: the CPU
   // reference). All must outlive the pipeline.
   PutPipeline(core::CheckpointStore* store, const core::Clock& clock,
-              StateEncoder* encoder = nullptr);
+              compute::Compute* compute = nullptr);
   PutPipeline(const PutPipeline&) = delete;
   PutPipeline& operator=(const PutPipeline&) = delete;
 
   // `dense`: the encoding of the states the client will upload; nullopt for v1 blobs.
   absl::StatusOr<PutTicket> Reserve(const core::PutRequest& request,
-                                    const std::optional<DenseFormat>& dense);
+                                    const std::optional<compute::DenseFormat>& dense);
   absl::Status Upload(core::PutId id, uint64_t offset, std::span<const uint8_t> data);
   absl::Status Commit(core::PutId id, uint32_t crc32c);
   absl::Status Abort(core::PutId id);
@@ -71,7 +70,7 @@ class PutPipeline {
  private:
   struct DensePut {
     core::PutId id = 0;
-    DenseFormat format;
+    compute::DenseFormat format;
     BlobSpec spec;
     size_t state_elements = 0;
     size_t state_bytes = 0;
@@ -95,8 +94,7 @@ class PutPipeline {
 
   core::CheckpointStore* const store_;
   const core::Clock& clock_;
-  std::unique_ptr<StateEncoder> own_encoder_;  // the CPU reference when none is given
-  StateEncoder* const encoder_;
+  compute::Compute* const compute_;  // dense states' encoder
   // A leaf: never held while calling the store or encoding, so it never nests with the core's
   // locks (checkpoint_store.h lists their order).
   mutable absl::Mutex mu_;

@@ -16,9 +16,9 @@
 namespace leapcache::server {
 namespace {
 
-absl::StatusOr<decode::WireDType> WireDTypeFromProto(v1::DType dtype, const char* field) {
-  if (dtype == v1::DTYPE_FP32) return decode::WireDType::kFp32;
-  if (dtype == v1::DTYPE_BF16) return decode::WireDType::kBf16;
+absl::StatusOr<compute::WireDType> WireDTypeFromProto(v1::DType dtype, const char* field) {
+  if (dtype == v1::DTYPE_FP32) return compute::WireDType::kFp32;
+  if (dtype == v1::DTYPE_BF16) return compute::WireDType::kBf16;
   return absl::InvalidArgumentError(
       absl::StrCat(field, " must be DTYPE_FP32 or DTYPE_BF16 (got ", static_cast<int>(dtype), ")"));
 }
@@ -142,8 +142,8 @@ grpc::Status DecodeService::CommitSlot(grpc::ServerContext* context,
 absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context,
                                               const v1::StepRequest& request,
                                               decode::DecodeSession& session,
-                                              decode::WireDType in_dtype,
-                                              decode::WireDType out_dtype, StepStream* stream) {
+                                              compute::WireDType in_dtype,
+                                              compute::WireDType out_dtype, StepStream* stream) {
   if (data_plane_ == nullptr) {
     return absl::FailedPreconditionError("this server has no data plane for decode steps");
   }
@@ -153,14 +153,14 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
         "q, k, v, g and beta must be empty when buffers is present (they travel over the data "
         "plane)");
   }
-  const decode::DecodeShape& shape = session.info().shape;
+  const compute::DecodeShape& shape = session.info().shape;
   const std::span<const int32_t> slot = stream->slot;
   const size_t bh = slot.size() * static_cast<size_t>(shape.heads);
-  const size_t qk_bytes = bh * shape.spec.dk * decode::WireBytes(in_dtype);
-  const size_t v_bytes = bh * shape.spec.dv * decode::WireBytes(in_dtype);
+  const size_t qk_bytes = bh * shape.spec.dk * compute::WireBytes(in_dtype);
+  const size_t v_bytes = bh * shape.spec.dv * compute::WireBytes(in_dtype);
   const size_t g_count = bh * static_cast<size_t>(shape.gate_size());
   stream->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
-  stream->out.resize(bh * shape.spec.dv * decode::WireBytes(out_dtype));
+  stream->out.resize(bh * shape.spec.dv * compute::WireBytes(out_dtype));
   const v1::StepBuffers& b = request.buffers();
   LC_ASSIGN_OR_RETURN(const std::string caller, auth_->Caller(context));
   return data_plane_->Step(
@@ -173,7 +173,7 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
         std::memcpy(stream->g.data(), p + 2 * qk_bytes + v_bytes, g_count * sizeof(float));
         std::memcpy(stream->beta.data(), p + 2 * qk_bytes + v_bytes + g_count * sizeof(float),
                     bh * sizeof(float));
-        const decode::LayerStep in{ToInt(request.layer()),
+        const compute::LayerStep in{ToInt(request.layer()),
                                    slot,
                                    in_dtype,
                                    {p, qk_bytes},
@@ -193,13 +193,13 @@ absl::Status DecodeService::StepOnce(const grpc::ServerContext& context,
     LC_ASSIGN_OR_RETURN(stream->session, FindAuthorized(context, request.session_id()));
   }
   decode::DecodeSession& session = *stream->session;
-  LC_ASSIGN_OR_RETURN(const decode::WireDType in_dtype, WireDTypeFromProto(request.dtype(), "dtype"));
-  absl::StatusOr<decode::WireDType> out_dtype =
+  LC_ASSIGN_OR_RETURN(const compute::WireDType in_dtype, WireDTypeFromProto(request.dtype(), "dtype"));
+  absl::StatusOr<compute::WireDType> out_dtype =
       request.out_dtype() == v1::DTYPE_UNSPECIFIED
-          ? decode::WireDType::kFp32
+          ? compute::WireDType::kFp32
           : WireDTypeFromProto(request.out_dtype(), "out_dtype");
   LC_RETURN_IF_ERROR(out_dtype.status());
-  const decode::DecodeShape& shape = session.info().shape;
+  const compute::DecodeShape& shape = session.info().shape;
   // Every size below is a multiple of the batch: bound it before anything is sized by it (a
   // message of a few MiB of slot entries would otherwise ask for terabytes of output). Each
   // slot appears at most once in a batch (the session checks), so B <= slots.
@@ -216,11 +216,11 @@ absl::Status DecodeService::StepOnce(const grpc::ServerContext& context,
   LC_RETURN_IF_ERROR(Floats(request.beta(), "beta", &stream->beta));
   std::string* o = response->mutable_o();
   o->resize(stream->slot.size() * static_cast<size_t>(shape.heads) * shape.spec.dv *
-            decode::WireBytes(*out_dtype));
-  const decode::LayerStep in{ToInt(request.layer()), stream->slot,     in_dtype,
+            compute::WireBytes(*out_dtype));
+  const compute::LayerStep in{ToInt(request.layer()), stream->slot,     in_dtype,
                              Bytes(request.q()),     Bytes(request.k()), Bytes(request.v()),
                              stream->g,              stream->beta};
-  const decode::LayerOutput out{*out_dtype, {reinterpret_cast<uint8_t*>(o->data()), o->size()}};
+  const compute::LayerOutput out{*out_dtype, {reinterpret_cast<uint8_t*>(o->data()), o->size()}};
   return session.Step(in, out);
 }
 

@@ -63,7 +63,7 @@ class DecodeService final : public v1::Decode::Service {
   // One step whose vectors move over the caller's data-plane session (StepRequest.buffers).
   absl::Status StepOverDataPlane(const grpc::ServerContext& context,
                                  const v1::StepRequest& request, decode::DecodeSession& session,
-                                 decode::WireDType in_dtype, decode::WireDType out_dtype,
+                                 compute::WireDType in_dtype, compute::WireDType out_dtype,
                                  StepStream* stream);
   // The session, if the caller may use it.
   absl::StatusOr<std::shared_ptr<decode::DecodeSession>> FindAuthorized(

@@ -117,14 +117,14 @@ absl::StatusOr<core::Position> PositionFromProto(const v1::Position& p) {
   return core::Position{static_cast<int64_t>(p.tokens()), static_cast<int64_t>(p.blocks())};
 }
 
-absl::StatusOr<DenseFormat> DenseFromProto(const v1::DenseEncoding& dense) {
-  DenseFormat f;
+absl::StatusOr<compute::DenseFormat> DenseFromProto(const v1::DenseEncoding& dense) {
+  compute::DenseFormat f;
   switch (dense.dtype()) {
     case v1::DTYPE_FP32:
-      f.dtype = DenseDType::kFp32;
+      f.dtype = compute::DenseDType::kFp32;
       break;
     case v1::DTYPE_BF16:
-      f.dtype = DenseDType::kBf16;
+      f.dtype = compute::DenseDType::kBf16;
       break;
     default:
       return Invalid(absl::StrCat("dense.dtype must be DTYPE_FP32 or DTYPE_BF16 (got ",
@@ -166,8 +166,8 @@ void FormatToProto(const BlobSpec& format, v1::StorageFormat* out) {
   out->set_smoothing(format.smoothing);
 }
 
-void DenseToProto(const DenseFormat& dense, v1::DenseEncoding* out) {
-  out->set_dtype(dense.dtype == DenseDType::kFp32 ? v1::DTYPE_FP32 : v1::DTYPE_BF16);
+void DenseToProto(const compute::DenseFormat& dense, v1::DenseEncoding* out) {
+  out->set_dtype(dense.dtype == compute::DenseDType::kFp32 ? v1::DTYPE_FP32 : v1::DTYPE_BF16);
   out->set_layout(dense.layout == Orientation::kKV ? v1::LAYOUT_KV : v1::LAYOUT_VK);
 }
 

@@ -20,7 +20,7 @@
 #include "service/core/stats.h"
 #include "service/core/types.h"
 #include "service/facade/checkpoint_reader.h"
-#include "service/facade/dense_state.h"
+#include "service/compute/dense_state.h"
 
 namespace leapcache::server {
 
@@ -33,13 +33,13 @@ absl::StatusOr<core::NamespaceSpec> NamespaceSpecFromProto(
 absl::StatusOr<core::HeadRange> HeadsFromProto(bool present, const v1::HeadRange& heads,
                                                int total_heads);
 absl::StatusOr<core::Position> PositionFromProto(const v1::Position& position);
-absl::StatusOr<DenseFormat> DenseFromProto(const v1::DenseEncoding& dense);
+absl::StatusOr<compute::DenseFormat> DenseFromProto(const v1::DenseEncoding& dense);
 
 void PositionToProto(const core::Position& position, v1::Position* out);
 void HeadsToProto(const core::HeadRange& heads, v1::HeadRange* out);
 void FormatToProto(const BlobSpec& format, v1::StorageFormat* out);
 v1::StateKind KindToProto(StateKind kind);
-void DenseToProto(const DenseFormat& dense, v1::DenseEncoding* out);
+void DenseToProto(const compute::DenseFormat& dense, v1::DenseEncoding* out);
 void StatsToProto(const core::StoreStats& stats, v1::StatsResponse* out);
 
 // The head range of a request: as given, or all heads of the namespace when absent (NOT_FOUND

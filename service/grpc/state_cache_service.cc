@@ -48,7 +48,7 @@ absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& p
   LC_ASSIGN_OR_RETURN(r.position, PositionFromProto(request.position()));
   LC_ASSIGN_OR_RETURN(r.heads, ResolveHeads(store, r.ns, request.has_heads(), request.heads()));
   r.ttl = absl::Milliseconds(request.ttl_ms());
-  std::optional<DenseFormat> dense;
+  std::optional<compute::DenseFormat> dense;
   if (request.has_dense()) {
     LC_ASSIGN_OR_RETURN(dense, DenseFromProto(request.dense()));
   }
@@ -57,7 +57,7 @@ absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& p
 
 absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointStore& store,
                                                              const v1::GetRequest& request,
-                                                             StateDecoder* decoder) {
+                                                             compute::Compute* compute) {
   LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
   ReadRequest r;
   r.ns = request.namespace_id();
@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointSto
   if (request.has_dense()) {
     LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
   }
-  return CheckpointReader::Open(store, r, decoder);
+  return CheckpointReader::Open(store, r, compute);
 }
 
 // Delete, Pin and Unpin: `op` on one checkpoint by key, once the caller may reach the namespace,
@@ -398,7 +398,7 @@ grpc::ServerWriteReactor<v1::GetResponse>* StateCacheService::Get(
     return new RefusedGet(ToGrpcStatus(caller.status()));
   }
   absl::StatusOr<std::unique_ptr<CheckpointReader>> reader =
-      OpenReader(*store_, *request, decoder_);
+      OpenReader(*store_, *request, compute_);
   if (!reader.ok()) return new RefusedGet(ToGrpcStatus(reader.status()));
   const uint64_t chunk = request->max_chunk_bytes() == 0
                              ? limits_.chunk_bytes

@@ -14,7 +14,7 @@
 #include "leapcache/v1/state_cache.grpc.pb.h"
 #include "service/core/checkpoint_store.h"
 #include "service/facade/put_pipeline.h"
-#include "service/facade/state_decoder.h"
+#include "service/compute/compute.h"
 #include "service/grpc/authorizer.h"
 #include "service/grpc/stream_watchdog.h"
 
@@ -46,17 +46,17 @@ class StateCacheService final
     : public v1::StateCache::WithCallbackMethod_Get<
           v1::StateCache::WithRawCallbackMethod_UploadPut<v1::StateCache::Service>> {
  public:
-  // `store`, `puts`, `auth`, `watchdog` and `decoder` (dense gets' codec; the CPU reference when
+  // `store`, `puts`, `auth`, `watchdog` and `compute` (dense gets' codec; the CPU reference when
   // null) must outlive the service.
   StateCacheService(core::CheckpointStore* store, PutPipeline* puts, Authorizer* auth,
                     StreamWatchdog* watchdog, ServiceLimits limits,
-                    StateDecoder* decoder = nullptr)
+                    compute::Compute* compute = nullptr)
       : store_(store),
         puts_(puts),
         auth_(auth),
         watchdog_(watchdog),
         limits_(limits),
-        decoder_(decoder) {}
+        compute_(compute) {}
 
   grpc::Status RegisterNamespace(grpc::ServerContext* context,
                                  const v1::RegisterNamespaceRequest* request,
@@ -88,7 +88,7 @@ class StateCacheService final
   Authorizer* const auth_;
   StreamWatchdog* const watchdog_;
   const ServiceLimits limits_;
-  StateDecoder* const decoder_;
+  compute::Compute* const compute_;
 };
 
 }  // namespace leapcache::server

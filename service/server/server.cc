@@ -108,33 +108,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                       ->AddGauge("leapcache_resident_memory_bytes",
                                  "The server process's resident memory (VmRSS) at the scrape.")
                       .Add({});
-  if (config.encode_backend == "cpu") {
-    s->encoder_ = MakeCpuStateEncoder();
-  } else {
-    absl::StatusOr<std::unique_ptr<StateEncoder>> kernels =
-        MakeKernelStateEncoder(static_cast<int>(config.gpu_device));
-    if (kernels.ok()) {
-      s->encoder_ = *std::move(kernels);
-    } else if (config.encode_backend == "auto") {
-      s->encoder_ = MakeCpuStateEncoder();  // no CUDA build or no device: the reference
-    } else {
-      return absl::Status(kernels.status().code(),
-                          absl::StrCat("encode_backend=cuda: ", kernels.status().message()));
-    }
-  }
-  if (config.dense_decode_backend != "cpu") {
-    absl::StatusOr<std::unique_ptr<StateDecoder>> kernels =
-        MakeKernelStateDecoder(static_cast<int>(config.gpu_device));
-    if (kernels.ok()) {
-      s->decoder_ = *std::move(kernels);
-    } else if (config.dense_decode_backend == "cuda") {
-      return absl::Status(kernels.status().code(),
-                          absl::StrCat("dense_decode_backend=cuda: ", kernels.status().message()));
-    }  // auto without CUDA or a device: the readers' default, the CPU reference
-  }
+  LC_ASSIGN_OR_RETURN(const compute::Choice choice, compute::ParseChoice(config.compute_backend));
+  LC_ASSIGN_OR_RETURN(s->compute_,
+                      compute::MakeCompute(choice, static_cast<int>(config.gpu_device)));
   // The store was built on the monotonic clock (BuildStore passes none).
   s->puts_ =
-      std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->encoder_.get());
+      std::make_unique<PutPipeline>(s->store_.get(), core::MonotonicClock(), s->compute_.get());
   // TLS and tokens are read again here (LoadConfig checked them): the files may have changed.
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!config.tls_cert_file.empty()) {
@@ -169,7 +148,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                                                     s->auth_.get(), s->watchdog_.get(),
                                                     ServiceLimits{config.chunk_bytes,
                                                                   config.stats_scope == "store"},
-                                                    s->decoder_.get());
+                                                    s->compute_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -177,14 +156,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   builder.AddListeningPort(config.listen, credentials, &port);
   DataPlaneOptions data_plane;
   data_plane.cuda_device = static_cast<int>(config.gpu_device);
-  data_plane.decoder = s->decoder_.get();
+  data_plane.compute = s->compute_.get();
   s->data_plane_ = std::make_unique<DataPlane>(s->store_.get(), s->puts_.get(), data_plane);
   s->data_plane_metrics_ = std::make_unique<DataPlaneMetrics>(s->registry_.get());
   s->data_plane_service_ = std::make_unique<DataPlaneService>(
       s->data_plane_.get(), s->store_.get(), s->auth_.get(), s->data_plane_metrics_.get());
   builder.RegisterService(s->data_plane_service_.get());
   s->decode_sessions_ =
-      std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get());
+      std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get(),
+                                                   s->compute_.get());
   s->decode_service_ = std::make_unique<DecodeService>(s->decode_sessions_.get(), s->store_.get(),
                                                        s->auth_.get(), s->data_plane_.get());
   s->decode_metrics_ =

@@ -26,8 +26,7 @@
 #include "service/admin/decode_metrics.h"
 #include "service/grpc/data_plane_service.h"
 #include "service/grpc/decode_service.h"
-#include "service/facade/state_decoder.h"
-#include "service/facade/state_encoder.h"
+#include "service/compute/compute.h"
 
 namespace grpc {
 class Server;
@@ -106,8 +105,8 @@ class Server {
   std::unique_ptr<TenantMetrics> tenant_metrics_;  // with a tokens file only
   metrics::Gauge* resident_ = nullptr;             // leapcache_resident_memory_bytes
   std::unique_ptr<RpcMetrics> rpc_metrics_;
-  std::unique_ptr<StateEncoder> encoder_;  // dense puts' codec (state_encoder.h)
-  std::unique_ptr<StateDecoder> decoder_;  // dense gets' kernels; null: the CPU reference
+  // Dense puts' and gets' codec and attached decode's live states (compute_backend).
+  std::unique_ptr<compute::Compute> compute_;
   std::unique_ptr<PutPipeline> puts_;
   // Every service's token and tenant checks (authorizer.h); declared before the services.
   std::unique_ptr<Authorizer> auth_;

@@ -80,7 +80,7 @@ def overhead_bytes(values):
     if str(tiers["memoryOverhead"]) != "auto":
         return size_bytes(tiers["memoryOverhead"])
     config = values.get("config") or {}
-    decode = 0 if config.get("decode_backend", "auto") == "cuda" else \
+    decode = 0 if config.get("compute_backend", "auto") == "cuda" else \
         size_bytes(config.get("decode_memory_budget", "1GiB"))
     grpc = size_bytes(config.get("grpc_memory_budget", "256MiB"))
     message = size_bytes(config.get("max_message_bytes", "8MiB"))

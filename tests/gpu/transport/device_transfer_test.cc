@@ -95,8 +95,7 @@ class DeviceTransferTest : public ServiceTest, public ::testing::WithParamInterf
     // The CPU reference encodes dense puts and decodes dense gets, so the stored blobs and the
     // states served are exactly the reference's (DenseGetsDecodedOnTheServersGpu takes the
     // kernels).
-    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--encode-backend=cpu",
-            "--dense-decode-backend=cpu"};
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--compute-backend=cpu"};
   }
   void SetUp() override {
     int devices = 0;
@@ -270,7 +269,7 @@ TEST_P(DeviceTransferTest, CudaIpcRangesPastTheAllocationAreRefused) {
 class KernelDecodeTest : public ServiceTest {
  protected:
   std::vector<std::string> ServerArgs() const override {
-    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--dense-decode-backend=cuda"};
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--compute-backend=cuda"};
   }
 };
 
@@ -331,7 +330,7 @@ class GpuTierTransferTest : public ServiceTest, public ::testing::WithParamInter
   }
   std::vector<std::string> ServerArgs() const override {
     return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--gpu-memory-budget=512MiB",
-            "--gpu-device=0", "--dense-decode-backend=cpu"};
+            "--gpu-device=0", "--compute-backend=cpu"};
   }
 };
 

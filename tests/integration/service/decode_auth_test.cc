@@ -31,7 +31,7 @@ class DecodeAuthTest : public ::testing::Test {
     const std::string tokens = pki_.dir + "/tokens";
     std::ofstream(tokens) << kAliceToken << " alice\n" << kBobToken << " bob\n";
     absl::StatusOr<std::unique_ptr<ServerProcess>> server =
-        ServerProcess::Start({"--memory-budget=16MiB", "--page-bytes=64KiB", "--decode-backend=cpu",
+        ServerProcess::Start({"--memory-budget=16MiB", "--page-bytes=64KiB", "--compute-backend=cpu",
                               "--tls-cert-file=" + pki_.server_cert,
                               "--tls-key-file=" + pki_.server_key, "--tokens-file=" + tokens});
     ASSERT_TRUE(server.ok()) << server.status();

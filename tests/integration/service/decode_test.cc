@@ -26,7 +26,7 @@ constexpr int kHeadsInSession = 2;
 class DecodeTest : public ServiceTest {
  protected:
   std::vector<std::string> ServerArgs() const override {
-    return {"--memory-budget=64MiB", "--page-bytes=128KiB", "--decode-backend=cpu",
+    return {"--memory-budget=64MiB", "--page-bytes=128KiB", "--compute-backend=cpu",
             "--decode-memory-budget=256MiB"};
   }
 

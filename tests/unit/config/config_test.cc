@@ -154,6 +154,17 @@ TEST_F(ConfigLoaderTest, ErrorsNameTheSettingValueAndSource) {
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(absl::StrContains(c.status().message(), "unknown flag --bogus"));
 
+  // The settings folded into compute_backend say so, in a file and as a flag.
+  c = LoadConfig({"--config", Yaml("decode_backend: cuda\n")}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(),
+                                "unknown setting \"decode_backend\" (replaced by compute_backend)"))
+      << c.status();
+  c = LoadConfig({"--encode-backend=cpu"}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "(replaced by compute_backend)"))
+      << c.status();
+
   c = LoadConfig({"--put-ttl=1h"}, {});  // beyond max_put_ttl
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(absl::StrContains(c.status().message(), "max_put_ttl"));
@@ -201,13 +212,13 @@ TEST(ValidateConfigTest, CrossFieldRules) {
   EXPECT_FALSE(ValidateConfig(c).ok());
   for (const char* backend : {"cpu", "cuda", "auto"}) {
     c = ServerConfig();
-    c.dense_decode_backend = backend;
+    c.compute_backend = backend;
     EXPECT_TRUE(ValidateConfig(c).ok()) << backend;
   }
-  c.dense_decode_backend = "gpu";
+  c.compute_backend = "gpu";
   const absl::Status st = ValidateConfig(c);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("dense_decode_backend"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("compute_backend"), std::string::npos) << st;
 }
 
 TEST(ValidateConfigTest, HostTierMappingIsAutoOnOrOffAndOnNeedsCuda) {

@@ -12,7 +12,7 @@
 #include "gpu/half.h"
 #include "service/core/host_tier.h"
 #include "service/decode/decode_session_table.h"
-#include "tests/unit/decode/decode_test_util.h"
+#include "tests/unit/compute/live_states_test_util.h"
 #include "tests/unit/core/test_util.h"
 
 namespace leapcache::decode {
@@ -22,9 +22,13 @@ using core::testing::HashOf;
 using core::testing::MakeStore;
 using core::testing::PositionAt;
 using core::testing::QuietOptions;
-using testing::Fp32Out;
-using testing::RandomStep;
-using testing::ReferenceTracker;
+using compute::DecodeShape;
+using compute::LayerStep;
+using compute::LiveStateBytes;
+using compute::WireDType;
+using compute::testing::Fp32Out;
+using compute::testing::RandomStep;
+using compute::testing::ReferenceTracker;
 
 class DecodeSessionTest : public ::testing::Test {
  protected:
@@ -38,8 +42,7 @@ class DecodeSessionTest : public ::testing::Test {
   }
 
   std::unique_ptr<DecodeSessionTable> Table(DecodeOptions o = {}) {
-    o.backend = BackendChoice::kCpu;
-    return std::make_unique<DecodeSessionTable>(o, store_.get());
+    return std::make_unique<DecodeSessionTable>(o, store_.get(), &compute::CpuCompute());
   }
 
   std::unique_ptr<core::CheckpointStore> store_;
@@ -271,16 +274,24 @@ TEST_F(DecodeSessionTest, ATenantPastItsSessionQuotaIsRefusedUntilOneCloses) {
 }
 
 TEST_F(DecodeSessionTest, BackendChoice) {
-  EXPECT_EQ(*ParseBackendChoice("auto"), BackendChoice::kAuto);
-  EXPECT_EQ(ParseBackendChoice("gpu").status().code(), absl::StatusCode::kInvalidArgument);
-  DecodeOptions o;
-  o.backend = BackendChoice::kCuda;
-  DecodeSessionTable cuda_only(o, store_.get());
-  absl::StatusOr<SessionInfo> s = cuda_only.Open({ns_, {}, 1});
-  // dk = 32 has no kernels: refused, never silently served by the CPU.
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
-  o.backend = BackendChoice::kAuto;
-  DecodeSessionTable automatic(o, store_.get());
+  EXPECT_EQ(*compute::ParseChoice("auto"), compute::Choice::kAuto);
+  EXPECT_EQ(compute::ParseChoice("gpu").status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::unique_ptr<compute::Compute>> cuda =
+      compute::MakeCompute(compute::Choice::kCuda, 0);
+  if (cuda.ok()) {
+    DecodeSessionTable cuda_only({}, store_.get(), cuda->get());
+    absl::StatusOr<SessionInfo> s = cuda_only.Open({ns_, {}, 1});
+    // dk = 32 has no kernels: refused, never silently served by the CPU.
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
+  } else {
+    // No CUDA build (UNIMPLEMENTED) or no device (UNAVAILABLE): refused at start-up instead.
+    EXPECT_TRUE(absl::IsUnimplemented(cuda.status()) || absl::IsUnavailable(cuda.status()))
+        << cuda.status();
+  }
+  absl::StatusOr<std::unique_ptr<compute::Compute>> automatic_compute =
+      compute::MakeCompute(compute::Choice::kAuto, 0);
+  ASSERT_TRUE(automatic_compute.ok()) << automatic_compute.status();
+  DecodeSessionTable automatic({}, store_.get(), automatic_compute->get());
   absl::StatusOr<SessionInfo> a = automatic.Open({ns_, {}, 1});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_STREQ(a->backend, "cpu");

@@ -14,7 +14,6 @@
 #include "service/core/host_tier.h"
 #include "service/facade/checkpoint_reader.h"
 #include "service/facade/put_pipeline.h"
-#include "service/facade/state_decoder.h"
 
 namespace leapcache::server {
 namespace {
@@ -65,7 +64,7 @@ class PipelineTest : public ::testing::Test {
   }
 
   // Everything a reader yields, read `chunk` bytes at a time.
-  std::vector<uint8_t> ReadAll(uint8_t key, std::optional<DenseFormat> dense, size_t chunk,
+  std::vector<uint8_t> ReadAll(uint8_t key, std::optional<compute::DenseFormat> dense, size_t chunk,
                                core::HeadRange heads = {0, kHeads}) {
     ReadRequest r{ns_.id, {}, heads, dense};
     r.hash[0] = key;
@@ -94,7 +93,7 @@ class PipelineTest : public ::testing::Test {
 };
 
 TEST_F(PipelineTest, DensePutStoresWhatTheReferenceEncodes) {
-  const DenseFormat f{DenseDType::kFp32, Orientation::kKV};
+  const compute::DenseFormat f{compute::DenseDType::kFp32, Orientation::kKV};
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(1), f);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->state_bytes, kD * kD * 4u);
@@ -111,7 +110,7 @@ TEST_F(PipelineTest, DensePutStoresWhatTheReferenceEncodes) {
 }
 
 TEST_F(PipelineTest, DenseUploadRulesAndRestart) {
-  const DenseFormat f{DenseDType::kFp32, Orientation::kKV};
+  const compute::DenseFormat f{compute::DenseDType::kFp32, Orientation::kKV};
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(2), f);
   ASSERT_TRUE(t.ok());
   const size_t s = t->state_bytes;
@@ -149,7 +148,7 @@ TEST_F(PipelineTest, DenseUnitsWithSideStatesAreSplitForTheEncoderAndJoinedForTh
   }
   core::PutRequest r = Request(20);
   r.ns = ns.id;
-  const DenseFormat f{DenseDType::kFp32, Orientation::kKV};
+  const compute::DenseFormat f{compute::DenseDType::kFp32, Orientation::kKV};
   absl::StatusOr<PutTicket> t = puts_->Reserve(r, f);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->unit_bytes, state + side);
@@ -200,7 +199,7 @@ TEST_F(PipelineTest, DenseUnitsWithSideStatesAreSplitForTheEncoderAndJoinedForTh
 }
 
 TEST_F(PipelineTest, NonFiniteStatesStoreNothing) {
-  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(3), DenseFormat{});
+  absl::StatusOr<PutTicket> t = puts_->Reserve(Request(3), compute::DenseFormat{});
   ASSERT_TRUE(t.ok());
   std::vector<float> bad = states_;
   bad[5 * kD * kD + 3] = NAN;
@@ -216,7 +215,7 @@ TEST_F(PipelineTest, NonFiniteStatesStoreNothing) {
 }
 
 TEST_F(PipelineTest, Bf16VkInputAndExpiry) {
-  const DenseFormat f{DenseDType::kBf16, Orientation::kVK};
+  const compute::DenseFormat f{compute::DenseDType::kBf16, Orientation::kVK};
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(4), f);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->state_bytes, kD * kD * 2u);
@@ -273,7 +272,7 @@ TEST_F(PipelineTest, ReaderChunksSplitBlobsAndStatesAnywhere) {
     }
   }
   for (size_t chunk : {size_t{3}, size_t{1024}, size_t{1} << 20}) {
-    EXPECT_EQ(ReadAll(8, DenseFormat{DenseDType::kFp32, Orientation::kVK}, chunk, {1, 3}),
+    EXPECT_EQ(ReadAll(8, compute::DenseFormat{compute::DenseDType::kFp32, Orientation::kVK}, chunk, {1, 3}),
               expected);
   }
   // A head range that is not committed is NOT_FOUND.
@@ -282,22 +281,34 @@ TEST_F(PipelineTest, ReaderChunksSplitBlobsAndStatesAnywhere) {
   EXPECT_EQ(CheckpointReader::Open(*store_, missing).status().code(), absl::StatusCode::kNotFound);
 }
 
-// A decoder taking `batch` states per call (the CPU reference underneath), recording every call,
-// so that the reader's batching runs without a GPU.
-class BatchingDecoder final : public StateDecoder {
+// A compute backend decoding `batch` states per call (the CPU reference underneath), recording
+// every decode call, so that the reader's batching runs without a GPU.
+class BatchingDecoder final : public compute::Compute {
  public:
   explicit BatchingDecoder(size_t batch) : batch_(batch) {}
-  const char* BackendFor(const BlobSpec&) const override { return "cpu"; }
-  size_t BatchFor(const BlobSpec&) const override { return batch_; }
-  absl::Status Decode(const BlobSpec& spec, const DenseFormat& format, size_t n,
+  const char* name() const override { return "cpu"; }
+  bool takes_device_memory() const override { return false; }
+  const char* EncoderFor(const BlobSpec&) const override { return "cpu"; }
+  absl::Status Encode(const BlobSpec& spec, const compute::DenseFormat& format,
+                      compute::ConstBytes states, absl::FunctionRef<std::string(size_t)> describe,
+                      std::vector<std::vector<uint8_t>>* blobs) override {
+    return compute::CpuCompute().Encode(spec, format, states, describe, blobs);
+  }
+  const char* DecoderFor(const BlobSpec&) const override { return "cpu"; }
+  size_t DecodeBatch(const BlobSpec&) const override { return batch_; }
+  absl::Status Decode(const BlobSpec& spec, const compute::DenseFormat& format, size_t n,
                       absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
                       absl::FunctionRef<std::string(size_t)> describe,
-                      std::span<uint8_t> out) override {
+                      compute::MutableBytes out) override {
     EXPECT_LE(n, batch_);
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i) names.push_back(describe(i));
     calls.push_back(names);
-    return CpuStateDecoder().Decode(spec, format, n, blob, describe, out);
+    return compute::CpuCompute().Decode(spec, format, n, blob, describe, out);
+  }
+  absl::StatusOr<std::unique_ptr<compute::LiveStates>> OpenLiveStates(
+      const compute::DecodeShape& shape) override {
+    return compute::CpuCompute().OpenLiveStates(shape);
   }
   std::vector<std::vector<std::string>> calls;
 
@@ -311,7 +322,7 @@ TEST_F(PipelineTest, ReaderDecodesInTheDecodersBatches) {
   ASSERT_TRUE(t.ok());
   ASSERT_TRUE(puts_->Upload(t->id, 0, blobs).ok());
   ASSERT_TRUE(puts_->Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
-  const DenseFormat bf16{DenseDType::kBf16, Orientation::kKV};
+  const compute::DenseFormat bf16{compute::DenseDType::kBf16, Orientation::kKV};
   const std::vector<uint8_t> one_by_one = ReadAll(9, bf16, 1000);
   for (size_t chunk : {size_t{5}, size_t{1} << 20}) {
     BatchingDecoder decoder(3);
@@ -427,7 +438,7 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
   // A dense read of device memory decodes as before.
   reader = std::move(CheckpointReader::Open(
                          *store,
-                         {ns.id, r.hash, {1, 3}, DenseFormat{DenseDType::kFp32, Orientation::kKV}}))
+                         {ns.id, r.hash, {1, 3}, compute::DenseFormat{compute::DenseDType::kFp32, Orientation::kKV}}))
                .value();
   EXPECT_TRUE(reader->TakeDeviceUnits(0).empty());
   reader.reset();

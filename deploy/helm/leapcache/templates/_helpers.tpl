@@ -118,7 +118,7 @@ bytes, as a float (quantities may be fractional).
 {{/*
 leapcache.memoryOverheadBytes: tiers.memoryOverhead in bytes; "auto" is the server's memory bound
 (ServerMemoryBound, service/config/config.h) less the host tiers: decode_memory_budget unless
-decode_backend is cuda, grpc_memory_budget, two max_message_bytes per core (tiers.overheadCores:
+compute_backend is cuda, grpc_memory_budget, two max_message_bytes per core (tiers.overheadCores:
 gRPC's threads follow the node's cores, not the pod's request), 128 MiB of heap the allocator
 keeps and 64 MiB for the process, with the server's defaults for settings not under config.
 */}}
@@ -128,7 +128,7 @@ keeps and 64 MiB for the process, with the server's defaults for settings not un
 {{- $grpc := int64 (include "leapcache.bytes" (default "256MiB" (get $c "grpc_memory_budget"))) -}}
 {{- $message := int64 (include "leapcache.bytes" (default "8MiB" (get $c "max_message_bytes"))) -}}
 {{- $decode := int64 0 -}}
-{{- if ne (toString (default "auto" (get $c "decode_backend"))) "cuda" -}}
+{{- if ne (toString (default "auto" (get $c "compute_backend"))) "cuda" -}}
 {{- $decode = int64 (include "leapcache.bytes" (default "1GiB" (get $c "decode_memory_budget"))) -}}
 {{- end -}}
 {{- $copies := mul 2 $message (int64 .Values.tiers.overheadCores) -}}

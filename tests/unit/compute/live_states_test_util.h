@@ -7,9 +7,9 @@
 
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/window.h"
-#include "service/decode/decode_backend.h"
+#include "service/compute/live_states.h"
 
-namespace leapcache::decode::testing {
+namespace leapcache::compute::testing {
 
 // One layer's inputs for `batch` requests, realistic ranges: q, k, v ~ N(0, 1), log decays in
 // [-0.5, -0.01] (GDN) or [-0.3, 0] per channel (KDA), beta in (0, 1).
@@ -65,4 +65,4 @@ inline std::unique_ptr<reference::StateTracker> ReferenceTracker(const DecodeSha
   return std::move(reference::PerStepState::Create(fp32, step, nullptr)).value();
 }
 
-}  // namespace leapcache::decode::testing
+}  // namespace leapcache::compute::testing

@@ -1,5 +1,5 @@
-// DecodeBackend: the live recurrent states of one attached-decode session and the step that
-// advances them. An engine that leaves its live states in the service sends, per linear layer
+// LiveStates: the live recurrent states of one attached-decode session and the step that
+// advances them, made by a compute backend (compute.h: Compute::OpenLiveStates). An engine that leaves its live states in the service sends, per linear layer
 // and token, the projected q, k, v, gate and beta of its requests' heads and gets the layer's
 // output back; the backend owns the states in between.
 //
@@ -9,9 +9,10 @@
 //     (boundary blob + open window's records), refitted at every p-th token;
 //   - every other codec: an FP32 state (what an engine keeps), encoded with the namespace's
 //     codec only when it is committed as a checkpoint.
-// Implementations: CpuDecodeBackend (the CPU reference, bit-identical to running
-// reference::WindowState / the FP32 recurrence in process) and CudaDecodeBackend (the fused
-// decode and boundary-refit kernels on a device pool).
+// Implementations: CpuLiveStates (cpu/: the CPU reference, bit-identical to running
+// reference::WindowState / the FP32 recurrence in process) and CudaLiveStates (cuda/: the fused
+// decode and boundary-refit kernels on a device pool, reading the step's vectors in place where
+// they are in device memory).
 //
 // Not thread-safe: a session serialises its calls (decode_session_table.h).
 #pragma once
@@ -24,8 +25,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpu/format.h"
+#include "service/compute/memory.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 
 struct DecodeShape {
   BlobSpec spec;  // the namespace's storage format (kind, dk, dv, codec, p, ...)
@@ -48,27 +50,33 @@ float WireValue(WireDType dtype, const uint8_t* data, size_t i);
 // One layer's inputs for a batch of requests, request-major:
 //   slot[b]            the request's slot, or -1 for a padding entry (zero output, no state
 //   touched) q, k [b][h][dk], v [b][h][dv] in `dtype`; g [b][h][gate], beta [b][h] fp32
-// The caller (DecodeSession) has checked sizes, slot range and uniqueness, and finiteness.
+// `slot` is host memory; the vectors are in `memory` (device memory: LiveStates::
+// takes_device_memory() backends only). The caller (DecodeSession) has checked sizes, slot
+// range and uniqueness, and, for host vectors, finiteness.
 struct LayerStep {
   int layer = 0;
   std::span<const int32_t> slot;
   WireDType dtype = WireDType::kFp32;
   std::span<const uint8_t> q, k, v;
   std::span<const float> g, beta;
+  Memory memory = Memory::kHost;  // of q, k, v, g and beta
 };
 
 // Where a step's output goes: [b][h][dv] in `dtype`.
 struct LayerOutput {
   WireDType dtype = WireDType::kFp32;
   std::span<uint8_t> o;
+  Memory memory = Memory::kHost;
 };
 
-class DecodeBackend {
+class LiveStates {
  public:
-  virtual ~DecodeBackend() = default;
+  virtual ~LiveStates() = default;
   const DecodeShape& shape() const { return shape_; }
   // "cpu" or "cuda", for the session's description and metrics.
   virtual const char* name() const = 0;
+  // Whether a step's vectors may be in device memory of the backend's device.
+  virtual bool takes_device_memory() const = 0;
 
   // Advances every non-padding request of `step` by one token and writes the output (zeros for
   // padding). Inputs are checked before (DecodeSession); an error here is internal (a device
@@ -89,11 +97,11 @@ class DecodeBackend {
   virtual size_t state_bytes() const = 0;
 
  protected:
-  explicit DecodeBackend(const DecodeShape& shape) : shape_(shape) {}
+  explicit LiveStates(const DecodeShape& shape) : shape_(shape) {}
   const DecodeShape shape_;
 };
 
 // Bytes one session of `shape` holds on the CPU backend (what admission control charges).
 size_t LiveStateBytes(const DecodeShape& shape);
 
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

@@ -1,4 +1,4 @@
-#include "service/cuda/kernel_encoder.h"
+#include "service/compute/cuda/kernel_encoder.h"
 
 #include <cuda_runtime.h>
 
@@ -9,9 +9,9 @@
 #include "base/format_status.h"
 #include "base/status_macros.h"
 #include "base/cuda_status.h"
-#include "service/cuda/kernel_codec_scratch.h"
+#include "service/compute/cuda/kernel_codec_scratch.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 
 bool KernelEncoder::Supports(const BlobSpec& spec) { return KernelCodecServes(spec); }
 
@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<KernelEncoder>> KernelEncoder::Create(int device,
 KernelEncoder::~KernelEncoder() { cudaFreeHost(h_payloads_); }
 
 absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
-                                   std::span<const uint8_t> states,
-                                   std::vector<std::vector<uint8_t>>* blobs) {
+                                   ConstBytes in, std::vector<std::vector<uint8_t>>* blobs) {
+  const std::span<const uint8_t> states = in.data;
   const size_t state_bytes =
       static_cast<size_t>(spec.dk) * spec.dv * (dtype == kernels::DType::kBf16 ? 2 : 4);
   const size_t n = states.size() / state_bytes;
@@ -44,14 +44,21 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   absl::MutexLock lock(&mu_);
   KernelCodecScratch& k = *scratch_;
   if (absl::Status st = LC_CUDA_STATUS(cudaSetDevice(k.device), "cudaSetDevice"); !st.ok()) return st;
-  if (absl::Status st = LC_CUDA_STATUS(
-          cudaMemcpyAsync(k.states, states.data(), states.size(), cudaMemcpyHostToDevice, k.stream),
-          "cudaMemcpyAsync");
-      !st.ok()) {
+  // The encode kernel only reads its states: device states aligned for it are read in place.
+  void* at = nullptr;
+  if (in.memory == Memory::kDevice && DenseInPlace(states.data(), dtype)) {
+    at = const_cast<uint8_t*>(states.data());
+  } else if (absl::Status st = LC_CUDA_STATUS(
+                 cudaMemcpyAsync(k.states, states.data(), states.size(),
+                                 in.memory == Memory::kDevice ? cudaMemcpyDeviceToDevice
+                                                              : cudaMemcpyHostToDevice,
+                                 k.stream),
+                 "cudaMemcpyAsync");
+             !st.ok()) {
     return st;
   }
   if (absl::Status st = base::FromFormatStatus(
-          kernels::WindowEncode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream));
+          kernels::WindowEncode(*pool, k.Dense(n, dtype, layout, at), k.pool, k.stream));
       !st.ok()) {
     return st;
   }
@@ -75,4 +82,4 @@ absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, O
   return absl::OkStatus();
 }
 
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -1,4 +1,4 @@
-#include "service/cuda/kernel_decoder.h"
+#include "service/compute/cuda/kernel_decoder.h"
 
 #include <cuda_runtime.h>
 
@@ -10,9 +10,9 @@
 #include "base/format_status.h"
 #include "base/status_macros.h"
 #include "base/cuda_status.h"
-#include "service/cuda/kernel_codec_scratch.h"
+#include "service/compute/cuda/kernel_codec_scratch.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 
 bool KernelDecoder::Supports(const BlobSpec& spec) { return KernelCodecServes(spec); }
 
@@ -30,7 +30,8 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
                                    size_t n,
                                    absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
                                    absl::FunctionRef<std::string(size_t)> describe,
-                                   std::span<uint8_t> out) {
+                                   MutableBytes to) {
+  const std::span<uint8_t> out = to.data;
   const size_t state_bytes =
       static_cast<size_t>(spec.dk) * spec.dv * (dtype == kernels::DType::kBf16 ? 2 : 4);
   if (!Supports(spec) || n > static_cast<size_t>(max_states()) || out.size() != n * state_bytes) {
@@ -75,12 +76,18 @@ absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, O
       LC_CUDA_STATUS(cudaMemcpy2DAsync(k.pool, pool->region_bytes(), h_pool_, pool->region_bytes(),
                                    pool->rec_k_offset(), n, cudaMemcpyHostToDevice, k.stream),
                  "cudaMemcpy2DAsync"));
-  LC_RETURN_IF_ERROR(base::FromFormatStatus(
-      kernels::WindowDecode(*pool, k.Dense(n, dtype, layout), k.pool, k.stream)));
-  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
-      cudaMemcpyAsync(out.data(), k.states, out.size(), cudaMemcpyDeviceToHost, k.stream),
-      "cudaMemcpyAsync"));
+  const bool in_place = to.memory == Memory::kDevice && DenseInPlace(out.data(), dtype);
+  LC_RETURN_IF_ERROR(base::FromFormatStatus(kernels::WindowDecode(
+      *pool, k.Dense(n, dtype, layout, in_place ? out.data() : nullptr), k.pool, k.stream)));
+  if (!in_place) {
+    LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
+        cudaMemcpyAsync(out.data(), k.states, out.size(),
+                        to.memory == Memory::kDevice ? cudaMemcpyDeviceToDevice
+                                                     : cudaMemcpyDeviceToHost,
+                        k.stream),
+        "cudaMemcpyAsync"));
+  }
   return LC_CUDA_STATUS(cudaStreamSynchronize(k.stream), "decode");
 }
 
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -1,11 +1,11 @@
-#include "service/decode/decode_backend.h"
+#include "service/compute/live_states.h"
 
 #include <cstring>
 
 #include "gpu/half.h"
 #include "gpu/reference/window.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 
 float WireValue(WireDType dtype, const uint8_t* data, size_t i) {
   if (dtype == WireDType::kBf16) {
@@ -30,4 +30,4 @@ size_t LiveStateBytes(const DecodeShape& shape) {
                    reference::WindowState::WindowHeaderBytes(shape.spec.kind, shape.spec.dk));
 }
 
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

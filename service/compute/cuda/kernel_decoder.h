@@ -2,8 +2,8 @@
 // server's dense gets when it runs on a GPU. Each blob is checked on the host (ParseBlob: header,
 // CRCs, the namespace's exact format; CheckStoredValues) and its payload placed in a region of a
 // scratch pool as a fresh boundary (the payload is byte-identical to a region's, pool_layout.h);
-// one launch then decodes the whole batch and the states leave the device in the requested
-// dtype and layout.
+// one launch then decodes the whole batch into the requested dtype and layout: in place where the
+// destination is device memory aligned for the kernel, else through the scratch and one copy.
 //
 // The kernel computes in fp32 like the CPU reference but not in the same order, so a state
 // decoded here equals the reference's to within fp32 rounding (relative L2 below 1e-6), not bit
@@ -23,9 +23,10 @@
 #include "absl/synchronization/mutex.h"
 #include "gpu/format.h"
 #include "gpu/kernels/kernels.h"
-#include "service/cuda/kernel_codec_scratch.h"
+#include "service/compute/cuda/kernel_codec_scratch.h"
+#include "service/compute/memory.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 
 class KernelDecoder {
  public:
@@ -41,10 +42,10 @@ class KernelDecoder {
   // Decodes blob(i) for i < n (n <= max_states()) into `out`: n whole states of dk x dv
   // elements in dtype and layout, state i at i * state bytes. A blob that fails its checks or is
   // not of `spec` gets DATA_LOSS naming it through `describe(i)`, before anything is launched.
-  // REQUIRES: Supports(spec); out.size() == n * state bytes.
+  // REQUIRES: Supports(spec); out.data.size() == n * state bytes.
   absl::Status Decode(const BlobSpec& spec, kernels::DType dtype, Orientation layout, size_t n,
                       absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
-                      absl::FunctionRef<std::string(size_t)> describe, std::span<uint8_t> out);
+                      absl::FunctionRef<std::string(size_t)> describe, MutableBytes out);
 
  private:
   KernelDecoder(std::unique_ptr<KernelCodecScratch> scratch, uint8_t* h_pool)
@@ -56,4 +57,4 @@ class KernelDecoder {
   uint8_t* const h_pool_ ABSL_GUARDED_BY(mu_);  // pinned, pool_bytes: the regions as uploaded
 };
 
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -1,4 +1,4 @@
-#include "service/facade/dense_state.h"
+#include "service/compute/dense_state.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "gpu/reference/codec.h"
 #include "base/format_status.h"
 
-namespace leapcache::server {
+namespace leapcache::compute {
 namespace {
 
 // Little-endian element i of `bytes` as a float.
@@ -87,4 +87,4 @@ absl::Status DecodeDenseState(std::span<const uint8_t> blob, const DenseFormat& 
   return absl::OkStatus();
 }
 
-}  // namespace leapcache::server
+}  // namespace leapcache::compute

@@ -1,4 +1,4 @@
-#include "service/decode/cpu_decode_backend.h"
+#include "service/compute/cpu/cpu_live_states.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,8 +10,9 @@
 #include "gpu/reference/window.h"
 #include "base/format_status.h"
 #include "base/status_macros.h"
+#include "service/compute/cpu/cpu_compute.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 namespace {
 
 BlobSpec Fp32Spec(const BlobSpec& spec) {
@@ -35,7 +36,7 @@ absl::StatusOr<T> FromFormat(leapcache::StatusOr<T> v) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CpuDecodeBackend>> CpuDecodeBackend::Create(
+absl::StatusOr<std::unique_ptr<CpuLiveStates>> CpuLiveStates::Create(
     const DecodeShape& shape) {
   LC_RETURN_IF_ERROR(base::FromFormatStatus(ValidateSpec(shape.spec)));
   if (shape.slots <= 0 || shape.layers <= 0 || shape.heads <= 0) {
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<CpuDecodeBackend>> CpuDecodeBackend::Create(
                                                    shape.slots, ", ", shape.layers, ", ",
                                                    shape.heads, ")"));
   }
-  std::unique_ptr<CpuDecodeBackend> b(new CpuDecodeBackend(shape));
+  std::unique_ptr<CpuLiveStates> b(new CpuLiveStates(shape));
   const size_t n = static_cast<size_t>(shape.slots) * shape.layers * shape.heads;
   b->trackers_.reserve(n);
   if (b->windowed()) {
@@ -57,7 +58,7 @@ absl::StatusOr<std::unique_ptr<CpuDecodeBackend>> CpuDecodeBackend::Create(
   return b;
 }
 
-absl::StatusOr<std::unique_ptr<reference::StateTracker>> CpuDecodeBackend::MakeTracker(
+absl::StatusOr<std::unique_ptr<reference::StateTracker>> CpuLiveStates::MakeTracker(
     const float* h0_kv) const {
   const reference::StepOptions step{shape_.l2norm_qk, shape_.scale};
   if (windowed()) {
@@ -79,7 +80,9 @@ absl::StatusOr<std::unique_ptr<reference::StateTracker>> CpuDecodeBackend::MakeT
   return std::unique_ptr<reference::StateTracker>(std::move(s));
 }
 
-absl::Status CpuDecodeBackend::Step(const LayerStep& step, const LayerOutput& out) {
+absl::Status CpuLiveStates::Step(const LayerStep& step, const LayerOutput& out) {
+  LC_RETURN_IF_ERROR(RequireHost(step.memory, "the step's inputs"));
+  LC_RETURN_IF_ERROR(RequireHost(out.memory, "the step's output"));
   const int dk = shape_.spec.dk, dv = shape_.spec.dv, gate = shape_.gate_size();
   const size_t heads = static_cast<size_t>(shape_.heads);
   std::fill(out.o.begin(), out.o.end(), uint8_t{0});  // +0.0 in both dtypes
@@ -117,7 +120,7 @@ absl::Status CpuDecodeBackend::Step(const LayerStep& step, const LayerOutput& ou
   return absl::OkStatus();
 }
 
-absl::Status CpuDecodeBackend::Reset(int slot) {
+absl::Status CpuLiveStates::Reset(int slot) {
   for (int l = 0; l < shape_.layers; ++l) {
     for (int h = 0; h < shape_.heads; ++h) {
       LC_ASSIGN_OR_RETURN(trackers_[index(slot, l, h)], MakeTracker(nullptr));
@@ -126,7 +129,7 @@ absl::Status CpuDecodeBackend::Reset(int slot) {
   return absl::OkStatus();
 }
 
-absl::Status CpuDecodeBackend::Load(int slot, std::span<const std::span<const uint8_t>> blobs) {
+absl::Status CpuLiveStates::Load(int slot, std::span<const std::span<const uint8_t>> blobs) {
   const size_t per_slot = static_cast<size_t>(shape_.layers) * shape_.heads;
   if (blobs.size() != per_slot) {
     return absl::InvalidArgumentError(
@@ -158,7 +161,7 @@ absl::Status CpuDecodeBackend::Load(int slot, std::span<const std::span<const ui
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::vector<uint8_t>>> CpuDecodeBackend::Export(int slot) {
+absl::StatusOr<std::vector<std::vector<uint8_t>>> CpuLiveStates::Export(int slot) {
   const size_t per_slot = static_cast<size_t>(shape_.layers) * shape_.heads;
   std::vector<std::vector<uint8_t>> blobs;
   blobs.reserve(per_slot);
@@ -180,4 +183,4 @@ absl::StatusOr<std::vector<std::vector<uint8_t>>> CpuDecodeBackend::Export(int s
   return blobs;
 }
 
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

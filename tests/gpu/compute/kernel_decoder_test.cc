@@ -4,7 +4,7 @@
 // another within rounding where the fp32 values straddle a rounding boundary); a damaged blob, one
 // with a NaN compensator under valid checksums or one of another format is refused naming it,
 // before anything is written.
-#include "service/cuda/kernel_decoder.h"
+#include "service/compute/cuda/kernel_decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include "gpu/half.h"
 #include "gpu/reference/codec.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 namespace {
 
 constexpr int kDim = 128;
@@ -70,7 +70,7 @@ Decoded Decode(KernelDecoder& decoder, const BlobSpec& spec, kernels::DType dtyp
   d.bytes.assign(blobs.size() * state_bytes, 0xFF);  // poison: NaN in both dtypes
   d.status = decoder.Decode(
       spec, dtype, layout, blobs.size(), [&](size_t i) { return std::span(blobs[i]); },
-      [](size_t i) { return absl::StrCat("state ", i); }, d.bytes);
+      [](size_t i) { return absl::StrCat("state ", i); }, {d.bytes, Memory::kHost});
   return d;
 }
 
@@ -159,4 +159,4 @@ TEST(KernelDecoderTest, BadBlobsAreRefusedBeforeAnythingIsWritten) {
 }
 
 }  // namespace
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -2,7 +2,7 @@
 // every blob it seals parses as the namespace's exact format, decodes to the state within the
 // reference's own error (the kernels round like the reference up to one-code ties), for GDN and
 // KDA, 8-, 6- and 4-bit codes, fp32 and bf16, [K,V] and [V,K], in chunks larger than one launch.
-#include "service/cuda/kernel_encoder.h"
+#include "service/compute/cuda/kernel_encoder.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "gpu/half.h"
 #include "gpu/reference/codec.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 namespace {
 
 double RelErr(const std::vector<float>& got, const std::vector<float>& want) {
@@ -56,7 +56,7 @@ TEST(KernelEncoderTest, BlobsMatchTheReferenceCodec) {
           }
         }
         std::vector<std::vector<uint8_t>> blobs;
-        ASSERT_TRUE(encoder->Encode(spec, dtype, layout, bytes, &blobs).ok());
+        ASSERT_TRUE(encoder->Encode(spec, dtype, layout, {bytes, Memory::kHost}, &blobs).ok());
         ASSERT_EQ(blobs.size(), static_cast<size_t>(kStates));
         std::vector<float> got(kDim * kDim), ref_out(kDim * kDim);
         for (int s = 0; s < kStates; ++s) {
@@ -79,11 +79,11 @@ TEST(KernelEncoderTest, BlobsMatchTheReferenceCodec) {
   std::vector<std::vector<uint8_t>> blobs;
   EXPECT_EQ(encoder
                 ->Encode(BlobSpec::Leap(StateKind::kGdn, 8), kernels::DType::kFp32,
-                         Orientation::kKV, too_many, &blobs)
+                         Orientation::kKV, {too_many, Memory::kHost}, &blobs)
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(KernelEncoder::Supports(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64)));
 }
 
 }  // namespace
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -1,7 +1,8 @@
-// CpuDecodeBackend: the attached-decode states on the CPU reference (gpu/reference), the
+// CpuLiveStates: the attached-decode states on the CPU reference (gpu/reference), the
 // embedded backend. One reference tracker per (slot, layer, head): reference::WindowState for
 // window-format namespaces, reference::PerStepState with the fp32 codec (the FP32 recurrence)
-// for every other codec. Outputs are bit-identical to driving those trackers in process.
+// for every other codec. Outputs are bit-identical to driving those trackers in process. Host
+// memory only: a step whose vectors are in device memory is INVALID_ARGUMENT.
 #pragma once
 
 #include <memory>
@@ -10,16 +11,17 @@
 
 #include "gpu/reference/tracker.h"
 #include "gpu/reference/window.h"
-#include "service/decode/decode_backend.h"
+#include "service/compute/live_states.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 
-class CpuDecodeBackend final : public DecodeBackend {
+class CpuLiveStates final : public LiveStates {
  public:
   // INVALID_ARGUMENT for a shape the reference cannot hold.
-  static absl::StatusOr<std::unique_ptr<CpuDecodeBackend>> Create(const DecodeShape& shape);
+  static absl::StatusOr<std::unique_ptr<CpuLiveStates>> Create(const DecodeShape& shape);
 
   const char* name() const override { return "cpu"; }
+  bool takes_device_memory() const override { return false; }
   absl::Status Step(const LayerStep& step, const LayerOutput& out) override;
   absl::Status Reset(int slot) override;
   absl::Status Load(int slot, std::span<const std::span<const uint8_t>> blobs) override;
@@ -27,7 +29,7 @@ class CpuDecodeBackend final : public DecodeBackend {
   size_t state_bytes() const override { return LiveStateBytes(shape_); }
 
  private:
-  explicit CpuDecodeBackend(const DecodeShape& shape) : DecodeBackend(shape) {}
+  explicit CpuLiveStates(const DecodeShape& shape) : LiveStates(shape) {}
   bool windowed() const { return shape_.spec.codec == Codec::kLeap; }
   size_t index(int slot, int layer, int head) const {
     return (static_cast<size_t>(slot) * shape_.layers + layer) * shape_.heads + head;
@@ -41,4 +43,4 @@ class CpuDecodeBackend final : public DecodeBackend {
   std::optional<reference::WindowSnapshot> zero_window_;
 };
 
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

@@ -4,7 +4,7 @@
 // to one-code ties at refits, which weigh more the coarser the codes), padding rows zero, an
 // untouched slot still the zero state, and a slot loaded from an exported checkpoint tracking its
 // source bit for bit.
-#include "service/decode/cuda_decode_backend.h"
+#include "service/compute/cuda/cuda_live_states.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 #include <random>
 #include <string>
 
-#include "service/decode/cpu_decode_backend.h"
-#include "tests/unit/decode/decode_test_util.h"
+#include "service/compute/cpu/cpu_live_states.h"
+#include "tests/unit/compute/live_states_test_util.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 namespace {
 
 using testing::Fp32Out;
@@ -29,7 +29,7 @@ struct Case {
   int bits = 8;  // leap: 8, 6 or 4
 };
 
-class CudaDecodeBackendTest : public ::testing::TestWithParam<Case> {
+class CudaLiveStatesTest : public ::testing::TestWithParam<Case> {
  protected:
   DecodeShape Shape() const {
     DecodeShape s;
@@ -59,11 +59,11 @@ double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
   return std::sqrt(e / std::max(n, 1e-30));
 }
 
-TEST_P(CudaDecodeBackendTest, TracksTheCpuBackend) {
+TEST_P(CudaLiveStatesTest, TracksTheCpuBackend) {
   const DecodeShape s = Shape();
-  absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> gpu = CudaDecodeBackend::Create(s, 0);
+  absl::StatusOr<std::unique_ptr<CudaLiveStates>> gpu = CudaLiveStates::Create(s, 0);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto cpu = std::move(CpuDecodeBackend::Create(s)).value();
+  auto cpu = std::move(CpuLiveStates::Create(s)).value();
   std::mt19937 rng(GetParam().kind == StateKind::kGdn ? 1 : 2);
   const std::vector<int32_t> slots = {3, -1, 0, 2};  // slot 1 stays untouched
   const size_t out = slots.size() * s.heads * s.spec.dv;
@@ -119,14 +119,14 @@ TEST_P(CudaDecodeBackendTest, TracksTheCpuBackend) {
 // One process driving every GPU of the machine (a service on one GPU, an engine's reference on
 // another): each device's backend gives the same outputs bit for bit across refits. Kernel
 // attributes are per device, so this fails if a launcher sets them only on the first.
-TEST_P(CudaDecodeBackendTest, EveryDeviceOfOneProcessAgrees) {
+TEST_P(CudaLiveStatesTest, EveryDeviceOfOneProcessAgrees) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   if (devices < 2) GTEST_SKIP() << "one GPU: nothing to compare across devices";
   const DecodeShape s = Shape();
-  std::vector<std::unique_ptr<CudaDecodeBackend>> backends;
+  std::vector<std::unique_ptr<CudaLiveStates>> backends;
   for (int d = 0; d < devices; ++d) {
-    absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> b = CudaDecodeBackend::Create(s, d);
+    absl::StatusOr<std::unique_ptr<CudaLiveStates>> b = CudaLiveStates::Create(s, d);
     ASSERT_TRUE(b.ok()) << "device " << d << ": " << b.status();
     backends.push_back(*std::move(b));
   }
@@ -147,7 +147,7 @@ TEST_P(CudaDecodeBackendTest, EveryDeviceOfOneProcessAgrees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Formats, CudaDecodeBackendTest,
+    Formats, CudaLiveStatesTest,
     ::testing::Values(Case{StateKind::kGdn, Codec::kLeap}, Case{StateKind::kKda, Codec::kLeap},
                       Case{StateKind::kGdn, Codec::kLeap, 6},
                       Case{StateKind::kKda, Codec::kLeap, 4}, Case{StateKind::kGdn, Codec::kFp32},
@@ -159,4 +159,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

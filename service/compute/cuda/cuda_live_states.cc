@@ -1,4 +1,4 @@
-#include "service/decode/cuda_decode_backend.h"
+#include "service/compute/cuda/cuda_live_states.h"
 
 #include <cuda_runtime.h>
 
@@ -12,7 +12,7 @@
 #include "base/format_status.h"
 #include "base/status_macros.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 namespace {
 
 template <typename T>
@@ -21,13 +21,16 @@ absl::StatusOr<T> FromFormat(leapcache::StatusOr<T> v) {
   return std::move(v).value();
 }
 
+// What the step kernels require of every vector they read or write.
+bool KernelAligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
+
 size_t InputFloatsPerHead(const DecodeShape& s) {
   return 2 * static_cast<size_t>(s.spec.dk) + s.spec.dv + s.gate_size() + 1;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
+absl::StatusOr<std::unique_ptr<CudaLiveStates>> CudaLiveStates::Create(
     const DecodeShape& shape, int device) {
   const BlobSpec& spec = shape.spec;
   LC_RETURN_IF_ERROR(base::FromFormatStatus(ValidateSpec(spec)));
@@ -47,7 +50,7 @@ absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
     cudaGetLastError();
     return absl::UnavailableError(absl::StrCat("no CUDA device ", device, " (", count, " found)"));
   }
-  std::unique_ptr<CudaDecodeBackend> b(new CudaDecodeBackend(shape));
+  std::unique_ptr<CudaLiveStates> b(new CudaLiveStates(shape));
   b->device_ = device;
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device), "cudaSetDevice"));
   const int rows = shape.slots * shape.layers;
@@ -77,7 +80,7 @@ absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> CudaDecodeBackend::Create(
   return b;
 }
 
-CudaDecodeBackend::~CudaDecodeBackend() {
+CudaLiveStates::~CudaLiveStates() {
   cudaSetDevice(device_);
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   cudaFree(pool_);
@@ -90,12 +93,12 @@ CudaDecodeBackend::~CudaDecodeBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-size_t CudaDecodeBackend::row_bytes() const {
+size_t CudaLiveStates::row_bytes() const {
   if (windowed()) return layout_.region_bytes() * static_cast<size_t>(shape_.heads);
   return static_cast<size_t>(shape_.heads) * shape_.spec.dk * shape_.spec.dv * sizeof(float);
 }
 
-absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& out) {
+absl::Status CudaLiveStates::Step(const LayerStep& step, const LayerOutput& out) {
   const DecodeShape& s = shape_;
   const int batch = static_cast<int>(step.slot.size());
   if (batch > s.slots) {
@@ -107,10 +110,12 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
   for (int b = 0; b < batch; ++b) {
     h_slot_[b] = step.slot[b] < 0 ? -1 : step.slot[b] * s.layers + step.layer;
   }
-  // One pinned staging copy and one upload for all five inputs; q, k, v stay in their wire
-  // dtype (the kernels read bf16 directly).
+  // Host inputs: one pinned staging copy and one upload for all five; device inputs are read in
+  // place (or copied on the device where not aligned for the kernels). q, k, v stay in their
+  // wire dtype (the kernels read bf16 directly).
+  const bool device_in = step.memory == Memory::kDevice;
   uint8_t* h = reinterpret_cast<uint8_t*>(h_in_);
-  const uint8_t* d = reinterpret_cast<const uint8_t*>(d_in_);
+  uint8_t* d = reinterpret_cast<uint8_t*>(d_in_);
   const void* dev[5];
   auto bytes = [](std::span<const float> x) {
     return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(x.data()), x.size_bytes());
@@ -119,15 +124,30 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
                                             bytes(step.beta)};
   size_t offset = 0;
   for (int i = 0; i < 5; ++i) {
-    std::memcpy(h + offset, parts[i].data(), parts[i].size());
+    if (device_in && KernelAligned(parts[i].data())) {
+      dev[i] = parts[i].data();
+      continue;
+    }
+    if (device_in) {
+      LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemcpyAsync(d + offset, parts[i].data(),
+                                                        parts[i].size(),
+                                                        cudaMemcpyDeviceToDevice, stream_),
+                                        "cudaMemcpyAsync"));
+    } else {
+      std::memcpy(h + offset, parts[i].data(), parts[i].size());
+    }
     dev[i] = d + offset;
     offset += (parts[i].size() + 15) / 16 * 16;  // keep every array 16-byte aligned
   }
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
       cudaMemcpyAsync(d_slot_, h_slot_, sizeof(int32_t) * batch, cudaMemcpyHostToDevice, stream_),
       "cudaMemcpyAsync"));
-  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemcpyAsync(d_in_, h_in_, offset, cudaMemcpyHostToDevice, stream_),
-                          "cudaMemcpyAsync"));
+  if (!device_in) {
+    LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
+        cudaMemcpyAsync(d_in_, h_in_, offset, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
+  }
+  // The output, likewise: written in place into device memory aligned for the kernels.
+  const bool out_in_place = out.memory == Memory::kDevice && KernelAligned(out.o.data());
   kernels::StepParams p;
   p.batch = batch;
   p.num_heads = s.heads;
@@ -138,7 +158,7 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
   p.g = static_cast<const float*>(dev[3]);
   p.beta = static_cast<const float*>(dev[4]);
   p.in_dtype = step.dtype == WireDType::kBf16 ? kernels::DType::kBf16 : kernels::DType::kFp32;
-  p.o = d_out_;
+  p.o = out_in_place ? static_cast<void*>(out.o.data()) : static_cast<void*>(d_out_);
   p.out_dtype = out.dtype == WireDType::kBf16 ? kernels::DType::kBf16 : kernels::DType::kFp32;
   p.l2norm_qk = s.l2norm_qk;
   p.scale = s.scale;
@@ -149,6 +169,14 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
     LC_RETURN_IF_ERROR(base::FromFormatStatus(kernels::Fp32DecodeStep(
         s.spec.kind, p, reinterpret_cast<float*>(pool_), s.slots * s.layers, stream_)));
   }
+  if (out.memory == Memory::kDevice) {
+    if (!out_in_place) {
+      LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemcpyAsync(out.o.data(), d_out_, out.o.size(),
+                                                        cudaMemcpyDeviceToDevice, stream_),
+                                        "cudaMemcpyAsync"));
+    }
+    return LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "decode step");
+  }
   LC_RETURN_IF_ERROR(
       LC_CUDA_STATUS(cudaMemcpyAsync(h_out_, d_out_, out.o.size(), cudaMemcpyDeviceToHost, stream_),
            "cudaMemcpyAsync"));
@@ -157,7 +185,7 @@ absl::Status CudaDecodeBackend::Step(const LayerStep& step, const LayerOutput& o
   return absl::OkStatus();
 }
 
-absl::Status CudaDecodeBackend::WriteRows(int slot, const std::vector<uint8_t>& host_rows) {
+absl::Status CudaLiveStates::WriteRows(int slot, const std::vector<uint8_t>& host_rows) {
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemcpyAsync(row(slot, 0), host_rows.data(), host_rows.size(),
                                           cudaMemcpyHostToDevice, stream_),
@@ -165,7 +193,7 @@ absl::Status CudaDecodeBackend::WriteRows(int slot, const std::vector<uint8_t>& 
   return LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "slot upload");
 }
 
-absl::Status CudaDecodeBackend::Reset(int slot) {
+absl::Status CudaLiveStates::Reset(int slot) {
   std::vector<uint8_t> rows(row_bytes() * shape_.layers, 0);
   if (windowed()) {
     reference::WindowOptions options;
@@ -181,7 +209,7 @@ absl::Status CudaDecodeBackend::Reset(int slot) {
   return WriteRows(slot, rows);
 }
 
-absl::Status CudaDecodeBackend::Load(int slot, std::span<const std::span<const uint8_t>> blobs) {
+absl::Status CudaLiveStates::Load(int slot, std::span<const std::span<const uint8_t>> blobs) {
   const size_t per_slot = static_cast<size_t>(shape_.layers) * shape_.heads;
   if (blobs.size() != per_slot) {
     return absl::InvalidArgumentError(
@@ -211,7 +239,7 @@ absl::Status CudaDecodeBackend::Load(int slot, std::span<const std::span<const u
   return WriteRows(slot, rows);
 }
 
-absl::StatusOr<std::vector<std::vector<uint8_t>>> CudaDecodeBackend::Export(int slot) {
+absl::StatusOr<std::vector<std::vector<uint8_t>>> CudaLiveStates::Export(int slot) {
   std::vector<uint8_t> rows(row_bytes() * shape_.layers);
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
   LC_RETURN_IF_ERROR(
@@ -251,4 +279,4 @@ absl::StatusOr<std::vector<std::vector<uint8_t>>> CudaDecodeBackend::Export(int 
   return blobs;
 }
 
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

@@ -1,4 +1,4 @@
-#include "service/cuda/kernel_codec_scratch.h"
+#include "service/compute/cuda/kernel_codec_scratch.h"
 
 #include <cuda_runtime.h>
 
@@ -13,10 +13,15 @@
 #include "base/status_macros.h"
 #include "base/cuda_status.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 
 bool KernelCodecServes(const BlobSpec& spec) {
   return kernels::WindowKernelsServe(spec) && ValidateSpec(spec).ok();
+}
+
+bool DenseInPlace(const void* p, kernels::DType dtype) {
+  const uintptr_t pair = dtype == kernels::DType::kFp32 ? 8 : 4;
+  return reinterpret_cast<uintptr_t>(p) % pair == 0;
 }
 
 absl::StatusOr<std::unique_ptr<KernelCodecScratch>> KernelCodecScratch::Create(int device,
@@ -65,4 +70,4 @@ KernelCodecScratch::~KernelCodecScratch() {
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "gpu/format.h"
 
-namespace leapcache::server {
+namespace leapcache::compute {
 
 enum class DenseDType : uint8_t { kFp32, kBf16 };
 
@@ -51,4 +51,4 @@ absl::StatusOr<std::vector<uint8_t>> EncodeDenseState(const BlobSpec& spec,
 absl::Status DecodeDenseState(std::span<const uint8_t> blob, const DenseFormat& format,
                               std::span<uint8_t> out, std::vector<float>* scratch);
 
-}  // namespace leapcache::server
+}  // namespace leapcache::compute

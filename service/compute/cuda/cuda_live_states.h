@@ -1,10 +1,11 @@
-// CudaDecodeBackend: the attached-decode states in a device pool, advanced by the fused decode
+// CudaLiveStates: the attached-decode states in a device pool, advanced by the fused decode
 // and boundary-refit kernels (gpu/kernels/kernels.h). Pool slot (slot, layer) is region row
 // slot * layers + layer, heads inside it, so one launch per layer serves the whole batch.
 //   - leap namespaces (8, 6 and 4 bits): a window pool (gpu/pool_layout.h);
 //     WindowDecodeStepAndRefit (the step, then the refit of exactly the heads whose window filled);
 //   - fp32 namespaces: an FP32 pool [slot][head][dv][dk]; Fp32DecodeStep.
-// Loads and exports go through the host form of a region (WriteRegion / ReadRegion) and the CPU
+// A step's vectors in device memory (the engine's, mapped) are read and written in place; host
+// vectors go through one pinned staging copy each way. Loads and exports go through the host form of a region (WriteRegion / ReadRegion) and the CPU
 // reference codec, so a checkpoint leaves the pool as the same v1 blob the CPU backend exports.
 // Other codecs and shapes the kernels do not build (dk = dv = 128 only) are UNIMPLEMENTED; the
 // server then uses the CPU backend.
@@ -16,19 +17,20 @@
 #include <vector>
 
 #include "gpu/pool_layout.h"
-#include "service/decode/decode_backend.h"
+#include "service/compute/live_states.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 
-class CudaDecodeBackend final : public DecodeBackend {
+class CudaLiveStates final : public LiveStates {
  public:
   // UNIMPLEMENTED for a format or shape the kernels do not build; UNAVAILABLE without a device;
   // RESOURCE_EXHAUSTED when the pool does not fit.
-  static absl::StatusOr<std::unique_ptr<CudaDecodeBackend>> Create(const DecodeShape& shape,
+  static absl::StatusOr<std::unique_ptr<CudaLiveStates>> Create(const DecodeShape& shape,
                                                                    int device);
-  ~CudaDecodeBackend() override;
+  ~CudaLiveStates() override;
 
   const char* name() const override { return "cuda"; }
+  bool takes_device_memory() const override { return true; }
   absl::Status Step(const LayerStep& step, const LayerOutput& out) override;
   absl::Status Reset(int slot) override;
   absl::Status Load(int slot, std::span<const std::span<const uint8_t>> blobs) override;
@@ -36,7 +38,7 @@ class CudaDecodeBackend final : public DecodeBackend {
   size_t state_bytes() const override { return pool_bytes_; }
 
  private:
-  explicit CudaDecodeBackend(const DecodeShape& shape) : DecodeBackend(shape) {}
+  explicit CudaLiveStates(const DecodeShape& shape) : LiveStates(shape) {}
   bool windowed() const { return shape_.spec.codec == Codec::kLeap; }
   size_t row_bytes() const;  // one (slot, layer): heads regions or heads fp32 states
   uint8_t* row(int slot, int layer) const {
@@ -58,4 +60,4 @@ class CudaDecodeBackend final : public DecodeBackend {
   int32_t* h_slot_ = nullptr;
 };
 
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

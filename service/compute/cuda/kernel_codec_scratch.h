@@ -15,11 +15,15 @@
 #include "gpu/format.h"
 #include "gpu/kernels/kernels.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 
 // The window format at 8, 6 and 4 bits, dk = dv = 128: the formats the encode and decode kernels
 // build.
 bool KernelCodecServes(const BlobSpec& spec);
+
+// Whether the kernels can read or write n dense states at `p` in place: device memory, aligned
+// to the two elements they move at a time.
+bool DenseInPlace(const void* p, kernels::DType dtype);
 
 struct KernelCodecScratch {
   // UNAVAILABLE without the device, INVALID_ARGUMENT for max_states <= 0, INTERNAL if the
@@ -27,12 +31,14 @@ struct KernelCodecScratch {
   static absl::StatusOr<std::unique_ptr<KernelCodecScratch>> Create(int device, int max_states);
   ~KernelCodecScratch();
 
-  // The kernels' view of states [0, n) of the scratch, slots 0..n-1, in dtype and layout.
-  kernels::DenseParams Dense(size_t n, kernels::DType dtype, Orientation layout) const {
+  // The kernels' view of n states at `at` (the scratch's states when null), slots 0..n-1, in
+  // dtype and layout.
+  kernels::DenseParams Dense(size_t n, kernels::DType dtype, Orientation layout,
+                             void* at = nullptr) const {
     kernels::DenseParams p;
     p.batch = static_cast<int>(n);
     p.slot = slot;
-    p.states = states;
+    p.states = at != nullptr ? at : states;
     p.dtype = dtype;
     p.layout = layout;
     return p;
@@ -47,4 +53,4 @@ struct KernelCodecScratch {
   int32_t* slot = nullptr;  // 0..max_states-1
 };
 
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -1,7 +1,7 @@
-// CpuDecodeBackend against the reference trackers driven in process: bit-identical outputs and
+// CpuLiveStates against the reference trackers driven in process: bit-identical outputs and
 // states over several windows (refits included), for GDN and KDA, window and FP32 live forms;
 // padding, slot order, Reset, Load and Export.
-#include "service/decode/cpu_decode_backend.h"
+#include "service/compute/cpu/cpu_live_states.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <random>
 
 #include "gpu/reference/codec.h"
-#include "tests/unit/decode/decode_test_util.h"
+#include "tests/unit/compute/live_states_test_util.h"
 
-namespace leapcache::decode {
+namespace leapcache::compute {
 namespace {
 
 using testing::Fp32Out;
@@ -23,7 +23,7 @@ struct Case {
   Codec codec;
 };
 
-class CpuDecodeBackendTest : public ::testing::TestWithParam<Case> {
+class CpuLiveStatesTest : public ::testing::TestWithParam<Case> {
  protected:
   DecodeShape Shape() const {
     DecodeShape s;
@@ -47,9 +47,9 @@ class CpuDecodeBackendTest : public ::testing::TestWithParam<Case> {
   }
 };
 
-TEST_P(CpuDecodeBackendTest, MatchesReferenceTrackersBitForBit) {
+TEST_P(CpuLiveStatesTest, MatchesReferenceTrackersBitForBit) {
   const DecodeShape s = Shape();
-  auto backend = std::move(CpuDecodeBackend::Create(s)).value();
+  auto backend = std::move(CpuLiveStates::Create(s)).value();
   // ref[slot][layer][head]
   std::vector<std::unique_ptr<reference::StateTracker>> ref;
   for (int i = 0; i < s.slots * s.layers * s.heads; ++i) ref.push_back(ReferenceTracker(s));
@@ -101,10 +101,10 @@ TEST_P(CpuDecodeBackendTest, MatchesReferenceTrackersBitForBit) {
   }
 }
 
-TEST_P(CpuDecodeBackendTest, LoadContinuesExactlyFromTheCheckpoint) {
+TEST_P(CpuLiveStatesTest, LoadContinuesExactlyFromTheCheckpoint) {
   const DecodeShape s = Shape();
-  auto source = std::move(CpuDecodeBackend::Create(s)).value();
-  auto target = std::move(CpuDecodeBackend::Create(s)).value();
+  auto source = std::move(CpuLiveStates::Create(s)).value();
+  auto target = std::move(CpuLiveStates::Create(s)).value();
   std::mt19937 rng(11);
   const std::vector<int32_t> one = {1};
   std::vector<float> o1(static_cast<size_t>(s.heads) * s.spec.dv), o2 = o1;
@@ -133,13 +133,13 @@ TEST_P(CpuDecodeBackendTest, LoadContinuesExactlyFromTheCheckpoint) {
   }
   // Reset brings the slot back to the zero state: its export equals a fresh backend's.
   ASSERT_TRUE(target->Reset(0).ok());
-  auto fresh = std::move(CpuDecodeBackend::Create(s)).value();
+  auto fresh = std::move(CpuLiveStates::Create(s)).value();
   EXPECT_EQ(std::move(target->Export(0)).value(), std::move(fresh->Export(0)).value());
 }
 
-TEST_P(CpuDecodeBackendTest, BadBlobsLeaveTheSlotUnchanged) {
+TEST_P(CpuLiveStatesTest, BadBlobsLeaveTheSlotUnchanged) {
   const DecodeShape s = Shape();
-  auto backend = std::move(CpuDecodeBackend::Create(s)).value();
+  auto backend = std::move(CpuLiveStates::Create(s)).value();
   auto before = std::move(backend->Export(0)).value();
   std::vector<std::vector<uint8_t>> blobs = before;
   blobs.back()[blobs.back().size() / 2] ^= 0x40;  // payload CRC no longer matches
@@ -150,7 +150,7 @@ TEST_P(CpuDecodeBackendTest, BadBlobsLeaveTheSlotUnchanged) {
   EXPECT_EQ(std::move(backend->Export(0)).value(), before);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, CpuDecodeBackendTest,
+INSTANTIATE_TEST_SUITE_P(Formats, CpuLiveStatesTest,
                          ::testing::Values(Case{StateKind::kGdn, Codec::kLeap},
                                            Case{StateKind::kKda, Codec::kLeap},
                                            Case{StateKind::kGdn, Codec::kFp32},
@@ -163,4 +163,4 @@ INSTANTIATE_TEST_SUITE_P(Formats, CpuDecodeBackendTest,
                          });
 
 }  // namespace
-}  // namespace leapcache::decode
+}  // namespace leapcache::compute

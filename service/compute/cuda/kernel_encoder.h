@@ -2,7 +2,8 @@
 // server's dense puts when it runs on a GPU. One launch encodes a whole chunk of states into a
 // scratch pool of fresh boundaries; each region's payload then leaves the device as the blob's
 // payload, and the header is sealed on the host (SealBlob), exactly as a region becomes a
-// checkpoint anywhere else (pool_layout.h).
+// checkpoint anywhere else (pool_layout.h). States in device memory are read in place (or
+// copied on the device where they are not aligned for the kernel); host states are uploaded.
 //
 // The kernels round like the CPU reference up to one-code ties, so a state encoded here may
 // differ from the CPU reference's blob in a few codes; both are valid blobs of the same format.
@@ -22,9 +23,10 @@
 #include "absl/synchronization/mutex.h"
 #include "gpu/format.h"
 #include "gpu/kernels/kernels.h"
-#include "service/cuda/kernel_codec_scratch.h"
+#include "service/compute/cuda/kernel_codec_scratch.h"
+#include "service/compute/memory.h"
 
-namespace leapcache::cuda {
+namespace leapcache::compute {
 
 class KernelEncoder {
  public:
@@ -37,11 +39,11 @@ class KernelEncoder {
   static bool Supports(const BlobSpec& spec);
   int max_states() const { return max_states_; }
 
-  // `states`: n = states.size() / state_bytes whole states in dtype and layout, n <=
+  // `states`: n = states.data.size() / state_bytes whole states in dtype and layout, n <=
   // max_states(). Appends n sealed blobs to *blobs. REQUIRES: Supports(spec); finite states
   // (the caller checks them, as for the CPU path).
   absl::Status Encode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
-                      std::span<const uint8_t> states, std::vector<std::vector<uint8_t>>* blobs);
+                      ConstBytes states, std::vector<std::vector<uint8_t>>* blobs);
 
  private:
   KernelEncoder(std::unique_ptr<KernelCodecScratch> scratch, uint8_t* h_payloads)
@@ -54,4 +56,4 @@ class KernelEncoder {
   uint8_t* const h_payloads_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace leapcache::cuda
+}  // namespace leapcache::compute

@@ -4,7 +4,7 @@ namespace leapcache::base {
 
 absl::Status FromFormatStatus(const leapcache::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  // gpu/status.h numbers its codes as absl::StatusCode does (static_asserts below keep it so).
+  // gpu/format/status.h numbers its codes as absl::StatusCode does (static_asserts below say so).
   return absl::Status(static_cast<absl::StatusCode>(static_cast<int>(status.code())),
                       status.message());
 }

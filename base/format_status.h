@@ -6,7 +6,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "gpu/status.h"
+#include "gpu/format/status.h"
 
 namespace leapcache::base {
 

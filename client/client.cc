@@ -15,7 +15,7 @@
 #include "client/channel.h"
 #include "client/grpc_status_conversion.h"
 #include "client/wire_convert.h"
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "leapcache/v1/state_cache.grpc.pb.h"
 

@@ -3,10 +3,10 @@
 // conv dtypes' names.
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "gpu/crc32c.h"
-#include "gpu/format.h"
-#include "leapcache/client.h"
 #include "base/block_hash.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/format.h"
+#include "leapcache/client.h"
 
 namespace leapcache::client {
 

@@ -1,4 +1,4 @@
-// Fuzz target: the v1 blob parser (gpu/format.h ParseBlob) on arbitrary bytes.
+// Fuzz target: the v1 blob parser (gpu/format/format.h ParseBlob) on arbitrary bytes.
 //
 // Invariants: it never crashes or reads outside the input (ASan); an error has a message; a blob
 // it accepts has exactly the size its spec implies, a spec that ValidateSpec accepts, and seals
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "gpu/crc32c.h"
-#include "gpu/format.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/format.h"
 
 namespace {
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 #include "leapcache/v1/data_plane.pb.h"
 #include "leapcache/v1/decode.pb.h"
 #include "leapcache/v1/state_cache.pb.h"
@@ -51,6 +51,7 @@
 
 namespace {
 
+namespace compute = leapcache::compute;
 namespace core = leapcache::core;
 namespace decode = leapcache::decode;
 namespace server = leapcache::server;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/crc32c.h"
-#include "gpu/format.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/format.h"
 #include "gpu/tools/npy.h"
 #include "leapcache/v1/data_plane.pb.h"
 #include "leapcache/v1/decode.pb.h"

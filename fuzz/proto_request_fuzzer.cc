@@ -37,6 +37,7 @@
 
 namespace {
 
+namespace compute = leapcache::compute;
 namespace core = leapcache::core;
 namespace server = leapcache::server;
 namespace v1 = leapcache::v1;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "leapcache/client.h"
 
 namespace leapcache::load {

@@ -41,8 +41,8 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/cli_args.h"
 #include "client/cli/cli_security.h"
-#include "gpu/format.h"
-#include "gpu/half.h"
+#include "gpu/format/format.h"
+#include "gpu/format/half.h"
 #include "gpu/tools/npy.h"
 #include "leapcache/client.h"
 

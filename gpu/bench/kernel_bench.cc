@@ -26,16 +26,15 @@
 #include <string>
 #include <vector>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
+#include "gpu/format/pool_layout.h"
 #include "gpu/kernels/kernels.h"
-#include "gpu/pool_layout.h"
 #include "tests/gpu/device_buffer.h"
 
 namespace leapcache::bench {
 namespace {
 
 using kernels::DenseParams;
-using kernels::DType;
 using kernels::StepParams;
 using testing::DeviceBuffer;
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "gpu/status.h"
+#include "gpu/format/status.h"
 
 namespace leapcache::kernels {
 

@@ -12,13 +12,11 @@
 
 #include <cstdint>
 
-#include "gpu/format.h"
-#include "gpu/pool_layout.h"
-#include "gpu/status.h"
+#include "gpu/format/format.h"
+#include "gpu/format/pool_layout.h"
+#include "gpu/format/status.h"
 
 namespace leapcache::kernels {
-
-enum class DType : uint8_t { kFp32 = 0, kBf16 = 1 };
 
 inline constexpr int kKernelDim = 128;
 

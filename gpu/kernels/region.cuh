@@ -1,9 +1,9 @@
-// A pool region's offsets (gpu/pool_layout.h) as a plain struct passed by value to kernels.
+// A pool region's offsets (gpu/format/pool_layout.h) as a plain struct passed by value to kernels.
 #pragma once
 
 #include <cstdint>
 
-#include "gpu/pool_layout.h"
+#include "gpu/format/pool_layout.h"
 
 namespace leapcache::kernels {
 

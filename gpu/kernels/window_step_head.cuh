@@ -22,7 +22,7 @@
 
 #include <cuda_bf16.h>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/kernels/code_packing.cuh"
 #include "gpu/kernels/device_utils.cuh"
 #include "gpu/kernels/kernels.h"

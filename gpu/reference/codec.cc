@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/compensators.h"
 #include "gpu/reference/packing.h"
 

@@ -1,4 +1,4 @@
-// CPU reference codec: dense fp32 state <-> v1 blob, for every codec of gpu/format.h.
+// CPU reference codec: dense fp32 state <-> v1 blob, for every codec of gpu/format/format.h.
 //
 // Encoding of the integer codecs (q = 2^(bits-1) - 1; scales are floored at the smallest
 // positive float, so only all-zero rows and columns reach the floor):
@@ -19,8 +19,8 @@
 #include <span>
 #include <vector>
 
-#include "gpu/format.h"
-#include "gpu/status.h"
+#include "gpu/format/format.h"
+#include "gpu/format/status.h"
 
 namespace leapcache::reference {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 
 namespace leapcache::reference {
 

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "gpu/half.h"  // LEAPCACHE_HD
+#include "gpu/format/half.h"  // LEAPCACHE_HD
 
 namespace leapcache::reference {
 

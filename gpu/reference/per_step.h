@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/tracker.h"
 
 namespace leapcache::reference {

@@ -12,8 +12,8 @@
 // index order; the GPU kernels are checked against these functions.
 #pragma once
 
-#include "gpu/format.h"
-#include "gpu/status.h"
+#include "gpu/format/format.h"
+#include "gpu/format/status.h"
 
 namespace leapcache::reference {
 

@@ -4,8 +4,8 @@
 // this interface.
 #pragma once
 
+#include "gpu/format/status.h"
 #include "gpu/reference/recurrence.h"
-#include "gpu/status.h"
 
 namespace leapcache::reference {
 

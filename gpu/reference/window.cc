@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 
 namespace leapcache::reference {
 

@@ -27,7 +27,7 @@
 #include <span>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "gpu/reference/tracker.h"
 

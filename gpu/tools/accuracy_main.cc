@@ -7,6 +7,8 @@
 //   readout sqrt(sum_{s<=t} ||o_s - o_ref_s||^2 / sum_{s<=t} ||o_ref_s||^2)
 // plus each format's bytes per element. Writes accuracy.json and accuracy.md to --out.
 // `--check` exits 1 unless the window format's acceptance criteria hold at 4K steps.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,9 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
-
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/recurrence.h"
 #include "gpu/reference/window.h"

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gpu/status.h"
+#include "gpu/format/status.h"
 
 namespace leapcache::tools {
 

@@ -19,13 +19,13 @@
 #include <string_view>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
+#include "gpu/format/status.h"
 #include "gpu/reference/codec.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/recurrence.h"
 #include "gpu/reference/tracker.h"
 #include "gpu/reference/window.h"
-#include "gpu/status.h"
 #include "gpu/tools/npy.h"
 
 namespace leapcache::tools {

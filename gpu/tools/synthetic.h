@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 
 namespace leapcache::tools {
 

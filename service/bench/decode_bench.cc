@@ -41,7 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "leapcache/client.h"
 #include "leapcache/data_plane.h"
 #include "leapcache/decode_session.h"
@@ -362,9 +362,8 @@ int Run(const Flags& flags) {
           return 1;
         }
         const compute::LayerStep step{
-            0,    in.slot, compute::WireDType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16),
-            in.g, in.beta};
-        const compute::LayerOutput out{compute::WireDType::kBf16, o};
+            0, in.slot, DType::kBf16, Bytes(in.q16), Bytes(in.k16), Bytes(in.v16), in.g, in.beta};
+        const compute::LayerOutput out{DType::kBf16, o};
         local = Time(flags.steps, [&] { (void)(*b)->Step(step, out); });
       }
       // Both paths run the same inputs the same number of times from the zero state, so their

@@ -25,7 +25,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
 #include "service/server/large_allocations.h"

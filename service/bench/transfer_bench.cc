@@ -40,7 +40,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/loopback_http.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
 #include "leapcache/data_plane.h"

@@ -28,7 +28,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "service/compute/dense_state.h"
 #include "service/compute/live_states.h"
 

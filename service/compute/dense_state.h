@@ -16,20 +16,21 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 
 namespace leapcache::compute {
 
-enum class DenseDType : uint8_t { kFp32, kBf16 };
+// Element i of a little-endian array of `dtype`, widened exactly to a float.
+float ElementValue(DType dtype, const uint8_t* data, size_t i);
 
+// A dense state's element type (fp32 or bf16) and layout.
 struct DenseFormat {
-  DenseDType dtype = DenseDType::kFp32;
+  DType dtype = DType::kFp32;
   Orientation layout = Orientation::kKV;
 };
 
-size_t DenseElementBytes(DenseDType dtype);
 inline size_t DenseStateBytes(const DenseFormat& f, int dk, int dv) {
-  return static_cast<size_t>(dk) * static_cast<size_t>(dv) * DenseElementBytes(f.dtype);
+  return static_cast<size_t>(dk) * static_cast<size_t>(dv) * DTypeBytes(f.dtype);
 }
 
 // Checks every element of the whole states in `bytes` before any is encoded, so a chunk is

@@ -24,7 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
+#include "service/compute/dense_state.h"
 #include "service/compute/memory.h"
 
 namespace leapcache::compute {
@@ -39,24 +40,18 @@ struct DecodeShape {
   int gate_size() const { return spec.kind == StateKind::kGdn ? 1 : spec.dk; }
 };
 
-// Element type of q, k, v and of the output as engines hand them over: fp32 or bf16,
-// little-endian (g and beta are always fp32). The CUDA backend passes bf16 straight to the
-// kernels; the CPU backend widens it exactly.
-enum class WireDType : uint8_t { kFp32, kBf16 };
-inline size_t WireBytes(WireDType d) { return d == WireDType::kBf16 ? 2 : 4; }
-// Element i of a little-endian fp32 / bf16 array.
-float WireValue(WireDType dtype, const uint8_t* data, size_t i);
-
 // One layer's inputs for a batch of requests, request-major:
 //   slot[b]            the request's slot, or -1 for a padding entry (zero output, no state
 //   touched) q, k [b][h][dk], v [b][h][dv] in `dtype`; g [b][h][gate], beta [b][h] fp32
+// `dtype` (and the output's) is fp32 or bf16, as engines hand them over: the CUDA backend passes
+// bf16 straight to the kernels; the CPU backend widens it exactly (ElementValue).
 // `slot` is host memory; the vectors are in `memory` (device memory: LiveStates::
 // takes_device_memory() backends only). The caller (DecodeSession) has checked sizes, slot
 // range and uniqueness, and, for host vectors, finiteness.
 struct LayerStep {
   int layer = 0;
   std::span<const int32_t> slot;
-  WireDType dtype = WireDType::kFp32;
+  DType dtype = DType::kFp32;
   std::span<const uint8_t> q, k, v;
   std::span<const float> g, beta;
   Memory memory = Memory::kHost;  // of q, k, v, g and beta
@@ -64,7 +59,7 @@ struct LayerStep {
 
 // Where a step's output goes: [b][h][dv] in `dtype`.
 struct LayerOutput {
-  WireDType dtype = WireDType::kFp32;
+  DType dtype = DType::kFp32;
   std::span<uint8_t> o;
   Memory memory = Memory::kHost;
 };

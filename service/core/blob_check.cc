@@ -1,57 +1,36 @@
 #include "service/core/blob_check.h"
 
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "gpu/crc32c.h"
-#include "gpu/format.h"
 #include "base/format_status.h"
 #include "base/status_macros.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/format.h"
 
 namespace leapcache::core {
 namespace {
 
-// The spec a blob's header declares, if the header itself is intact (magic and header CRC).
-std::optional<BlobSpec> PeekSpec(std::span<const uint8_t> blob) {
-  if (blob.size() < kHeaderBytes) return std::nullopt;
-  const uint8_t* h = blob.data();
-  if (LoadU32(h + header::kMagic) != kBlobMagic ||
-      LoadU32(h + header::kHeaderCrc) != Crc32c(h, header::kHeaderCrc)) {
-    return std::nullopt;
-  }
-  BlobSpec s;
-  s.codec = static_cast<Codec>(h[header::kCodec]);
-  s.kind = static_cast<StateKind>(h[header::kKind]);
-  s.bits = h[header::kBits];
-  s.p = h[header::kWindow];
-  s.r = h[header::kRank];
-  s.smoothing = (LoadU16(h + header::kFlags) & kFlagSmoothing) != 0;
-  s.dk = LoadU16(h + header::kDk);
-  s.dv = LoadU16(h + header::kDv);
-  return s;
-}
-
 // The index of the first element of a conv state whose exponent bits are all ones (an infinity
 // or a NaN, which would poison every later output of the engine that resumes from it), or -1.
-int64_t FirstNonFiniteConv(std::span<const uint8_t> conv, ConvDType dtype) {
-  const size_t width = ConvElementBytes(dtype);
+int64_t FirstNonFiniteConv(std::span<const uint8_t> conv, DType dtype) {
+  const size_t width = DTypeBytes(dtype);
   if (width == 0) return -1;  // no conv state
   for (size_t i = 0; i + width <= conv.size(); i += width) {
     const uint8_t* e = conv.data() + i;
     bool finite = true;
     switch (dtype) {
-      case ConvDType::kFp32:
+      case DType::kFp32:
         finite = (LoadU32(e) & 0x7f800000u) != 0x7f800000u;
         break;
-      case ConvDType::kBf16:
+      case DType::kBf16:
         finite = (LoadU16(e) & 0x7f80u) != 0x7f80u;
         break;
-      case ConvDType::kFp16:
+      case DType::kFp16:
         finite = (LoadU16(e) & 0x7c00u) != 0x7c00u;
         break;
-      case ConvDType::kNone:
+      case DType{}:
         break;
     }
     if (!finite) return static_cast<int64_t>(i / width);
@@ -107,8 +86,8 @@ absl::Status CheckPutUnits(const NamespaceInfo& ns, const MemoryTier& tier,
   for (size_t i = 0; i < placement.units; ++i) {
     LC_ASSIGN_OR_RETURN(std::span<const uint8_t> unit, unit_at(i));
     const std::span<const uint8_t> blob = unit.first(ns.blob_bytes);
-    if (std::optional<BlobSpec> declared = PeekSpec(blob);
-        declared.has_value() && !SameBlobSpec(*declared, ns.spec.format)) {
+    if (leapcache::StatusOr<BlobSpec> declared = ParseHeader(blob);
+        declared.ok() && !SameBlobSpec(*declared, ns.spec.format)) {
       return absl::InvalidArgumentError(absl::StrCat(where("blob", i), " is ",
                                                      declared->ToString(),
                                                      "; the namespace stores ",
@@ -127,9 +106,9 @@ absl::Status CheckPutUnits(const NamespaceInfo& ns, const MemoryTier& tier,
     if (const int64_t bad = FirstNonFiniteConv(unit.subspan(ns.blob_bytes, ns.conv_bytes),
                                                ns.spec.model.conv.dtype);
         bad >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where("conv state", i), ": element ", bad, " is not finite (",
-          ConvDTypeName(ns.spec.model.conv.dtype), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where("conv state", i), ": element ", bad,
+                                                     " is not finite (",
+                                                     DTypeName(ns.spec.model.conv.dtype), ")"));
     }
   }
   *unit_crcs = std::move(crcs);

@@ -17,7 +17,7 @@ namespace leapcache::core {
 //     `expected_crc`, else DATA_LOSS (the transfer was damaged or incomplete);
 //  2. each blob whose header is intact declares exactly the namespace's BlobSpec, else
 //     INVALID_ARGUMENT naming the (layer, head) and both specs;
-//  3. each blob passes ParseBlob (gpu/format.h): DATA_LOSS / INVALID_ARGUMENT naming the
+//  3. each blob passes ParseBlob (gpu/format/format.h): DATA_LOSS / INVALID_ARGUMENT naming the
 //     (layer, head), e.g. for a truncated upload whose tail is stale or zero;
 //  4. each blob's stored values are ones a reader accepts (CheckStoredValues: scales finite
 //     and positive, compensators finite), else INVALID_ARGUMENT naming the (layer, head);

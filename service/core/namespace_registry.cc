@@ -61,7 +61,7 @@ absl::Status Validate(const NamespaceSpec& s, size_t max_slot_bytes, size_t slot
       return absl::InvalidArgumentError(absl::StrCat(
           "conv.width (conv_kernel - 1) must be in [1, ", kMaxConvWidth, "] (got ", c.width, ")"));
     }
-    if (ConvElementBytes(c.dtype) == 0) {
+    if (DTypeBytes(c.dtype) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "conv.dtype must be fp32, bf16 or fp16 (got ", static_cast<int>(c.dtype), ")"));
     }
@@ -85,7 +85,9 @@ absl::Status Validate(const NamespaceSpec& s, size_t max_slot_bytes, size_t slot
 
 // Length-prefixed tenant, then every identity field: distinct specs give distinct keys. The side
 // state's fields follow only where present, so that the keys (and so the tags and ids) of
-// namespaces without one are those they had before side states existed.
+// namespaces without one are those they had before side states existed. Enums enter as their
+// numbers (the wire's, see types.proto), never their names: renaming an enum must not change a
+// key, and renumbering one is a format change.
 std::string IdentityKey(const NamespaceSpec& s) {
   const BlobSpec& f = s.format;
   std::string key = absl::StrCat(
@@ -104,37 +106,10 @@ std::string IdentityKey(const NamespaceSpec& s) {
 size_t ConvBytesPerHead(const ModelFingerprint& m) {
   if (!m.conv.present()) return 0;
   return static_cast<size_t>(m.conv.channels / m.total_heads) * m.conv.width *
-         ConvElementBytes(m.conv.dtype);
+         DTypeBytes(m.conv.dtype);
 }
 
 }  // namespace
-
-size_t ConvElementBytes(ConvDType dtype) {
-  switch (dtype) {
-    case ConvDType::kFp32:
-      return 4;
-    case ConvDType::kBf16:
-    case ConvDType::kFp16:
-      return 2;
-    case ConvDType::kNone:
-      break;
-  }
-  return 0;
-}
-
-const char* ConvDTypeName(ConvDType dtype) {
-  switch (dtype) {
-    case ConvDType::kFp32:
-      return "fp32";
-    case ConvDType::kBf16:
-      return "bf16";
-    case ConvDType::kFp16:
-      return "fp16";
-    case ConvDType::kNone:
-      break;
-  }
-  return "none";
-}
 
 absl::Status UnknownNamespaceError(NamespaceId id) {
   return absl::NotFoundError(absl::StrCat("unknown namespace ", id));

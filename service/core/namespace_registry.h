@@ -26,7 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "service/core/stats.h"
 #include "service/core/types.h"
 
@@ -44,19 +44,14 @@ inline constexpr int kMaxConvChannels = 1 << 16;  // per layer; large models hav
 inline constexpr int kMaxConvWidth = 16;          // conv_kernel - 1; models use 3
 inline constexpr int kMaxExtraBytes = 1 << 16;    // per (layer, head)
 
-// Element type of a short-convolution state (types.proto ConvDType; same numbers).
-enum class ConvDType : int { kNone = 0, kFp32 = 1, kBf16 = 2, kFp16 = 3 };
-size_t ConvElementBytes(ConvDType dtype);  // 0 for kNone
-const char* ConvDTypeName(ConvDType dtype);
-
 // A linear layer's short causal-convolution state (types.proto ConvShape): `channels` per layer
 // over all ranks, split evenly among the heads, `width` = conv_kernel - 1 elements each.
 struct ConvShape {
   int channels = 0;
   int width = 0;
-  ConvDType dtype = ConvDType::kNone;
+  DType dtype{};  // DType{}: none
   // All zero: the namespace has no conv state.
-  bool present() const { return channels != 0 || width != 0 || dtype != ConvDType::kNone; }
+  bool present() const { return channels != 0 || width != 0 || dtype != DType{}; }
 };
 
 // The model-side identity of a namespace: what a state of one (layer, head) is.

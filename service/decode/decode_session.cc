@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/crc32c.h"
 #include "base/lock.h"
 #include "base/status_macros.h"
+#include "gpu/format/crc32c.h"
 
 namespace leapcache::decode {
 namespace {
@@ -53,17 +53,17 @@ bool AnyNonFinite(std::span<const uint8_t> bytes, uint64_t exponent, uint64_t lo
   return found != 0;
 }
 
-absl::Status CheckFinite(const char* name, compute::WireDType dtype, std::span<const uint8_t> x) {
-  const size_t n = x.size() / compute::WireBytes(dtype);
-  const std::span<const uint8_t> whole = x.first(n * compute::WireBytes(dtype));
-  const bool any = dtype == compute::WireDType::kBf16
-                       ? AnyNonFinite(whole, 0x7F807F807F807F80ull, 0x0001000100010001ull,
-                                      0x8000800080008000ull)
-                       : AnyNonFinite(whole, 0x7F8000007F800000ull, 0x0000000100000001ull,
-                                      0x8000000080000000ull);
+absl::Status CheckFinite(const char* name, DType dtype, std::span<const uint8_t> x) {
+  const size_t n = x.size() / DTypeBytes(dtype);
+  const std::span<const uint8_t> whole = x.first(n * DTypeBytes(dtype));
+  const bool any =
+      dtype == DType::kBf16
+          ? AnyNonFinite(whole, 0x7F807F807F807F80ull, 0x0001000100010001ull, 0x8000800080008000ull)
+          : AnyNonFinite(whole, 0x7F8000007F800000ull, 0x0000000100000001ull,
+                         0x8000000080000000ull);
   if (!any) return absl::OkStatus();
   for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(compute::WireValue(dtype, x.data(), i))) {
+    if (!std::isfinite(compute::ElementValue(dtype, x.data(), i))) {
       return absl::InvalidArgumentError(absl::StrCat(name, "[", i, "] is not finite"));
     }
   }
@@ -132,7 +132,7 @@ absl::Status DecodeSession::CheckStep(const compute::LayerStep& in, const comput
     seen[static_cast<size_t>(slot)] = true;
   }
   const size_t bh = batch * static_cast<size_t>(s.heads);
-  const size_t e = compute::WireBytes(in.dtype);
+  const size_t e = DTypeBytes(in.dtype);
   LC_RETURN_IF_ERROR(CheckSize("q", in.q.size() / e, bh * s.spec.dk));
   LC_RETURN_IF_ERROR(CheckSize("k", in.k.size() / e, bh * s.spec.dk));
   LC_RETURN_IF_ERROR(CheckSize("v", in.v.size() / e, bh * s.spec.dv));
@@ -141,7 +141,7 @@ absl::Status DecodeSession::CheckStep(const compute::LayerStep& in, const comput
   }
   LC_RETURN_IF_ERROR(CheckSize("g", in.g.size(), bh * s.gate_size()));
   LC_RETURN_IF_ERROR(CheckSize("beta", in.beta.size(), bh));
-  LC_RETURN_IF_ERROR(CheckSize("o", out.o.size(), bh * s.spec.dv * compute::WireBytes(out.dtype)));
+  LC_RETURN_IF_ERROR(CheckSize("o", out.o.size(), bh * s.spec.dv * DTypeBytes(out.dtype)));
   LC_RETURN_IF_ERROR(CheckFinite("q", in.dtype, in.q));
   LC_RETURN_IF_ERROR(CheckFinite("k", in.dtype, in.k));
   LC_RETURN_IF_ERROR(CheckFinite("v", in.dtype, in.v));

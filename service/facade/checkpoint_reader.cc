@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 
 namespace leapcache::server {
 

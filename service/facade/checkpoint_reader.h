@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "gpu/format.h"
-#include "service/core/checkpoint_store.h"
-#include "service/compute/dense_state.h"
+#include "gpu/format/format.h"
 #include "service/compute/compute.h"
+#include "service/compute/dense_state.h"
+#include "service/core/checkpoint_store.h"
 
 namespace leapcache::server {
 

@@ -17,7 +17,7 @@ std::string CanonicalModelFormat(const core::NamespaceSpec& s) {
   // Only where present: the fingerprints of namespaces without them stay what they were.
   if (s.model.conv.present()) {
     absl::StrAppend(&text, " conv=", s.model.conv.channels, ",", s.model.conv.width, ",",
-                    core::ConvDTypeName(s.model.conv.dtype));
+                    DTypeName(s.model.conv.dtype));
   }
   if (s.model.extra_bytes != 0) absl::StrAppend(&text, " extra=", s.model.extra_bytes);
   return text;

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/crc32c.h"
 #include "base/status_macros.h"
+#include "gpu/format/crc32c.h"
 
 namespace leapcache::server {
 

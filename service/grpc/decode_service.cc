@@ -16,9 +16,9 @@
 namespace leapcache::server {
 namespace {
 
-absl::StatusOr<compute::WireDType> WireDTypeFromProto(v1::DType dtype, const char* field) {
-  if (dtype == v1::DTYPE_FP32) return compute::WireDType::kFp32;
-  if (dtype == v1::DTYPE_BF16) return compute::WireDType::kBf16;
+absl::StatusOr<DType> DTypeFromProto(v1::DType dtype, const char* field) {
+  if (dtype == v1::DTYPE_FP32) return DType::kFp32;
+  if (dtype == v1::DTYPE_BF16) return DType::kBf16;
   return absl::InvalidArgumentError(
       absl::StrCat(field, " must be DTYPE_FP32 or DTYPE_BF16 (got ", static_cast<int>(dtype), ")"));
 }
@@ -31,7 +31,8 @@ absl::Status Floats(const std::string& bytes, const char* name, std::vector<floa
         absl::StrCat(name, " holds ", bytes.size(), " bytes, not a whole number of fp32 values"));
   }
   out->resize(bytes.size() / sizeof(float));
-  std::memcpy(out->data(), bytes.data(), bytes.size());
+  // An empty vector's data() may be null, which memcpy may not be given even for 0 bytes.
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 
@@ -141,9 +142,8 @@ grpc::Status DecodeService::CommitSlot(grpc::ServerContext* context,
 
 absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context,
                                               const v1::StepRequest& request,
-                                              decode::DecodeSession& session,
-                                              compute::WireDType in_dtype,
-                                              compute::WireDType out_dtype, StepStream* stream) {
+                                              decode::DecodeSession& session, DType in_dtype,
+                                              DType out_dtype, StepStream* stream) {
   if (data_plane_ == nullptr) {
     return absl::FailedPreconditionError("this server has no data plane for decode steps");
   }
@@ -156,11 +156,11 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
   const compute::DecodeShape& shape = session.info().shape;
   const std::span<const int32_t> slot = stream->slot;
   const size_t bh = slot.size() * static_cast<size_t>(shape.heads);
-  const size_t qk_bytes = bh * shape.spec.dk * compute::WireBytes(in_dtype);
-  const size_t v_bytes = bh * shape.spec.dv * compute::WireBytes(in_dtype);
+  const size_t qk_bytes = bh * shape.spec.dk * DTypeBytes(in_dtype);
+  const size_t v_bytes = bh * shape.spec.dv * DTypeBytes(in_dtype);
   const size_t g_count = bh * static_cast<size_t>(shape.gate_size());
   stream->in.resize(2 * qk_bytes + v_bytes + (g_count + bh) * sizeof(float));
-  stream->out.resize(bh * shape.spec.dv * compute::WireBytes(out_dtype));
+  stream->out.resize(bh * shape.spec.dv * DTypeBytes(out_dtype));
   const v1::StepBuffers& b = request.buffers();
   LC_ASSIGN_OR_RETURN(const std::string caller, auth_->Caller(context));
   return data_plane_->Step(
@@ -193,11 +193,10 @@ absl::Status DecodeService::StepOnce(const grpc::ServerContext& context,
     LC_ASSIGN_OR_RETURN(stream->session, FindAuthorized(context, request.session_id()));
   }
   decode::DecodeSession& session = *stream->session;
-  LC_ASSIGN_OR_RETURN(const compute::WireDType in_dtype, WireDTypeFromProto(request.dtype(), "dtype"));
-  absl::StatusOr<compute::WireDType> out_dtype =
-      request.out_dtype() == v1::DTYPE_UNSPECIFIED
-          ? compute::WireDType::kFp32
-          : WireDTypeFromProto(request.out_dtype(), "out_dtype");
+  LC_ASSIGN_OR_RETURN(const DType in_dtype, DTypeFromProto(request.dtype(), "dtype"));
+  absl::StatusOr<DType> out_dtype = request.out_dtype() == v1::DTYPE_UNSPECIFIED
+                                        ? DType::kFp32
+                                        : DTypeFromProto(request.out_dtype(), "out_dtype");
   LC_RETURN_IF_ERROR(out_dtype.status());
   const compute::DecodeShape& shape = session.info().shape;
   // Every size below is a multiple of the batch: bound it before anything is sized by it (a
@@ -216,7 +215,7 @@ absl::Status DecodeService::StepOnce(const grpc::ServerContext& context,
   LC_RETURN_IF_ERROR(Floats(request.beta(), "beta", &stream->beta));
   std::string* o = response->mutable_o();
   o->resize(stream->slot.size() * static_cast<size_t>(shape.heads) * shape.spec.dv *
-            compute::WireBytes(*out_dtype));
+            DTypeBytes(*out_dtype));
   const compute::LayerStep in{ToInt(request.layer()), stream->slot,     in_dtype,
                              Bytes(request.q()),     Bytes(request.k()), Bytes(request.v()),
                              stream->g,              stream->beta};

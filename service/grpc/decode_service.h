@@ -61,9 +61,8 @@ class DecodeService final : public v1::Decode::Service {
 
  private:
   // One step whose vectors move over the caller's data-plane session (StepRequest.buffers).
-  absl::Status StepOverDataPlane(const grpc::ServerContext& context,
-                                 const v1::StepRequest& request, decode::DecodeSession& session,
-                                 compute::WireDType in_dtype, compute::WireDType out_dtype,
+  absl::Status StepOverDataPlane(const grpc::ServerContext& context, const v1::StepRequest& request,
+                                 decode::DecodeSession& session, DType in_dtype, DType out_dtype,
                                  StepStream* stream);
   // The session, if the caller may use it.
   absl::StatusOr<std::shared_ptr<decode::DecodeSession>> FindAuthorized(

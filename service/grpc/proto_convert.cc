@@ -53,13 +53,13 @@ absl::StatusOr<core::NamespaceSpec> NamespaceSpecFromProto(
     s.model.conv.width = to_int(m.conv().width());
     switch (m.conv().dtype()) {
       case v1::CONV_DTYPE_FP32:
-        s.model.conv.dtype = core::ConvDType::kFp32;
+        s.model.conv.dtype = DType::kFp32;
         break;
       case v1::CONV_DTYPE_BF16:
-        s.model.conv.dtype = core::ConvDType::kBf16;
+        s.model.conv.dtype = DType::kBf16;
         break;
       case v1::CONV_DTYPE_FP16:
-        s.model.conv.dtype = core::ConvDType::kFp16;
+        s.model.conv.dtype = DType::kFp16;
         break;
       default:
         return Invalid(absl::StrCat(
@@ -121,10 +121,10 @@ absl::StatusOr<compute::DenseFormat> DenseFromProto(const v1::DenseEncoding& den
   compute::DenseFormat f;
   switch (dense.dtype()) {
     case v1::DTYPE_FP32:
-      f.dtype = compute::DenseDType::kFp32;
+      f.dtype = DType::kFp32;
       break;
     case v1::DTYPE_BF16:
-      f.dtype = compute::DenseDType::kBf16;
+      f.dtype = DType::kBf16;
       break;
     default:
       return Invalid(absl::StrCat("dense.dtype must be DTYPE_FP32 or DTYPE_BF16 (got ",
@@ -167,7 +167,7 @@ void FormatToProto(const BlobSpec& format, v1::StorageFormat* out) {
 }
 
 void DenseToProto(const compute::DenseFormat& dense, v1::DenseEncoding* out) {
-  out->set_dtype(dense.dtype == compute::DenseDType::kFp32 ? v1::DTYPE_FP32 : v1::DTYPE_BF16);
+  out->set_dtype(dense.dtype == DType::kFp32 ? v1::DTYPE_FP32 : v1::DTYPE_BF16);
   out->set_layout(dense.layout == Orientation::kKV ? v1::LAYOUT_KV : v1::LAYOUT_VK);
 }
 

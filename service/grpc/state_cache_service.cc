@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "service/facade/checkpoint_reader.h"
 #include "service/facade/namespace_fingerprint.h"
 #include "service/grpc/grpc_status.h"

@@ -1,5 +1,7 @@
 // Device tests: every kernel against the CPU reference on fresh random inputs (label gpu).
 // Outputs are poisoned before each launch; untouched pool slots must come back bit-exact.
+#include "gpu/kernels/kernels.h"
+
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,9 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "gpu/half.h"
-#include "gpu/kernels/kernels.h"
-#include "gpu/pool_layout.h"
+#include "gpu/format/half.h"
+#include "gpu/format/pool_layout.h"
 #include "gpu/reference/codec.h"
 #include "gpu/reference/recurrence.h"
 #include "gpu/reference/window.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/recurrence.h"
 #include "gpu/tools/npy.h"
 

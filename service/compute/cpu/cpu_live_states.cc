@@ -4,12 +4,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/half.h"
+#include "base/format_status.h"
+#include "base/status_macros.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/window.h"
-#include "base/format_status.h"
-#include "base/status_macros.h"
 #include "service/compute/cpu/cpu_compute.h"
 
 namespace leapcache::compute {
@@ -93,10 +93,10 @@ absl::Status CpuLiveStates::Step(const LayerStep& step, const LayerOutput& out) 
     for (size_t h = 0; h < heads; ++h) {
       const size_t bh = b * heads + h;
       for (int i = 0; i < dk; ++i) {
-        q[i] = WireValue(step.dtype, step.q.data(), bh * dk + i);
-        k[i] = WireValue(step.dtype, step.k.data(), bh * dk + i);
+        q[i] = ElementValue(step.dtype, step.q.data(), bh * dk + i);
+        k[i] = ElementValue(step.dtype, step.k.data(), bh * dk + i);
       }
-      for (int i = 0; i < dv; ++i) v[i] = WireValue(step.dtype, step.v.data(), bh * dv + i);
+      for (int i = 0; i < dv; ++i) v[i] = ElementValue(step.dtype, step.v.data(), bh * dv + i);
       reference::StepInput in{q.data(), k.data(), v.data(), step.g.data() + bh * gate,
                               step.beta[bh]};
       leapcache::Status st =
@@ -106,8 +106,8 @@ absl::Status CpuLiveStates::Step(const LayerStep& step, const LayerOutput& out) 
             st.code(),
             absl::StrCat("slot ", slot, " layer ", step.layer, " head ", h, ": ", st.message())));
       }
-      uint8_t* dst = out.o.data() + bh * dv * WireBytes(out.dtype);
-      if (out.dtype == WireDType::kFp32) {
+      uint8_t* dst = out.o.data() + bh * dv * DTypeBytes(out.dtype);
+      if (out.dtype == DType::kFp32) {
         std::memcpy(dst, o.data(), o.size() * sizeof(float));
       } else {
         for (int i = 0; i < dv; ++i) {

@@ -16,9 +16,7 @@ namespace {
 // States per launch: 4 MiB of fp32 (2 MiB of bf16) 128 x 128 states, a few MiB of regions.
 constexpr int kKernelBatch = 64;
 
-kernels::DType KernelDType(DenseDType dtype) {
-  return dtype == DenseDType::kBf16 ? kernels::DType::kBf16 : kernels::DType::kFp32;
-}
+DType KernelDType(DType dtype) { return dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32; }
 
 // A copy between host and this backend's device memory, synchronous (the CPU reference's
 // staging for formats without kernels).

@@ -111,8 +111,8 @@ absl::Status CudaLiveStates::Step(const LayerStep& step, const LayerOutput& out)
     h_slot_[b] = step.slot[b] < 0 ? -1 : step.slot[b] * s.layers + step.layer;
   }
   // Host inputs: one pinned staging copy and one upload for all five; device inputs are read in
-  // place (or copied on the device where not aligned for the kernels). q, k, v stay in their
-  // wire dtype (the kernels read bf16 directly).
+  // place (or copied on the device where not aligned for the kernels). q, k, v stay in the step's
+  // dtype (the kernels read bf16 directly).
   const bool device_in = step.memory == Memory::kDevice;
   uint8_t* h = reinterpret_cast<uint8_t*>(h_in_);
   uint8_t* d = reinterpret_cast<uint8_t*>(d_in_);
@@ -157,9 +157,9 @@ absl::Status CudaLiveStates::Step(const LayerStep& step, const LayerOutput& out)
   p.v = dev[2];
   p.g = static_cast<const float*>(dev[3]);
   p.beta = static_cast<const float*>(dev[4]);
-  p.in_dtype = step.dtype == WireDType::kBf16 ? kernels::DType::kBf16 : kernels::DType::kFp32;
+  p.in_dtype = step.dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32;
   p.o = out_in_place ? static_cast<void*>(out.o.data()) : static_cast<void*>(d_out_);
-  p.out_dtype = out.dtype == WireDType::kBf16 ? kernels::DType::kBf16 : kernels::DType::kFp32;
+  p.out_dtype = out.dtype == DType::kBf16 ? DType::kBf16 : DType::kFp32;
   p.l2norm_qk = s.l2norm_qk;
   p.scale = s.scale;
   if (windowed()) {

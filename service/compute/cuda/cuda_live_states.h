@@ -1,14 +1,14 @@
 // CudaLiveStates: the attached-decode states in a device pool, advanced by the fused decode
 // and boundary-refit kernels (gpu/kernels/kernels.h). Pool slot (slot, layer) is region row
 // slot * layers + layer, heads inside it, so one launch per layer serves the whole batch.
-//   - leap namespaces (8, 6 and 4 bits): a window pool (gpu/pool_layout.h);
+//   - leap namespaces (8, 6 and 4 bits): a window pool (gpu/format/pool_layout.h);
 //     WindowDecodeStepAndRefit (the step, then the refit of exactly the heads whose window filled);
 //   - fp32 namespaces: an FP32 pool [slot][head][dv][dk]; Fp32DecodeStep.
 // A step's vectors in device memory (the engine's, mapped) are read and written in place; host
-// vectors go through one pinned staging copy each way. Loads and exports go through the host form of a region (WriteRegion / ReadRegion) and the CPU
-// reference codec, so a checkpoint leaves the pool as the same v1 blob the CPU backend exports.
-// Other codecs and shapes the kernels do not build (dk = dv = 128 only) are UNIMPLEMENTED; the
-// server then uses the CPU backend.
+// vectors go through one pinned staging copy each way. Loads and exports go through the host form
+// of a region (WriteRegion / ReadRegion) and the CPU reference codec, so a checkpoint leaves the
+// pool as the same v1 blob the CPU backend exports. Other codecs and shapes the kernels do not
+// build (dk = dv = 128 only) are UNIMPLEMENTED; the server then uses the CPU backend.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "gpu/pool_layout.h"
+#include "gpu/format/pool_layout.h"
 #include "service/compute/live_states.h"
 
 namespace leapcache::compute {

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/kernels/kernels.h"
-#include "gpu/pool_layout.h"
+#include "base/cuda_status.h"
 #include "base/format_status.h"
 #include "base/status_macros.h"
-#include "base/cuda_status.h"
+#include "gpu/format/pool_layout.h"
+#include "gpu/kernels/kernels.h"
 
 namespace leapcache::compute {
 
@@ -19,8 +19,8 @@ bool KernelCodecServes(const BlobSpec& spec) {
   return kernels::WindowKernelsServe(spec) && ValidateSpec(spec).ok();
 }
 
-bool DenseInPlace(const void* p, kernels::DType dtype) {
-  const uintptr_t pair = dtype == kernels::DType::kFp32 ? 8 : 4;
+bool DenseInPlace(const void* p, DType dtype) {
+  const uintptr_t pair = dtype == DType::kFp32 ? 8 : 4;
   return reinterpret_cast<uintptr_t>(p) % pair == 0;
 }
 

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/kernels/kernels.h"
 
 namespace leapcache::compute {
@@ -23,7 +23,7 @@ bool KernelCodecServes(const BlobSpec& spec);
 
 // Whether the kernels can read or write n dense states at `p` in place: device memory, aligned
 // to the two elements they move at a time.
-bool DenseInPlace(const void* p, kernels::DType dtype);
+bool DenseInPlace(const void* p, DType dtype);
 
 struct KernelCodecScratch {
   // UNAVAILABLE without the device, INVALID_ARGUMENT for max_states <= 0, INTERNAL if the
@@ -33,8 +33,7 @@ struct KernelCodecScratch {
 
   // The kernels' view of n states at `at` (the scratch's states when null), slots 0..n-1, in
   // dtype and layout.
-  kernels::DenseParams Dense(size_t n, kernels::DType dtype, Orientation layout,
-                             void* at = nullptr) const {
+  kernels::DenseParams Dense(size_t n, DType dtype, Orientation layout, void* at = nullptr) const {
     kernels::DenseParams p;
     p.batch = static_cast<int>(n);
     p.slot = slot;

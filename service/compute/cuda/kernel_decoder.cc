@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/pool_layout.h"
+#include "base/cuda_status.h"
 #include "base/format_status.h"
 #include "base/status_macros.h"
-#include "base/cuda_status.h"
+#include "gpu/format/pool_layout.h"
 #include "service/compute/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::compute {
@@ -26,14 +26,13 @@ absl::StatusOr<std::unique_ptr<KernelDecoder>> KernelDecoder::Create(int device,
 
 KernelDecoder::~KernelDecoder() { cudaFreeHost(h_pool_); }
 
-absl::Status KernelDecoder::Decode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
-                                   size_t n,
+absl::Status KernelDecoder::Decode(const BlobSpec& spec, DType dtype, Orientation layout, size_t n,
                                    absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
                                    absl::FunctionRef<std::string(size_t)> describe,
                                    MutableBytes to) {
   const std::span<uint8_t> out = to.data;
   const size_t state_bytes =
-      static_cast<size_t>(spec.dk) * spec.dv * (dtype == kernels::DType::kBf16 ? 2 : 4);
+      static_cast<size_t>(spec.dk) * spec.dv * (dtype == DType::kBf16 ? 2 : 4);
   if (!Supports(spec) || n > static_cast<size_t>(max_states()) || out.size() != n * state_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("kernel decode of ", n, " states of ",
                                                    spec.ToString(), " into ", out.size(),

@@ -21,7 +21,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/kernels/kernels.h"
 #include "service/compute/cuda/kernel_codec_scratch.h"
 #include "service/compute/memory.h"
@@ -43,7 +43,7 @@ class KernelDecoder {
   // elements in dtype and layout, state i at i * state bytes. A blob that fails its checks or is
   // not of `spec` gets DATA_LOSS naming it through `describe(i)`, before anything is launched.
   // REQUIRES: Supports(spec); out.data.size() == n * state bytes.
-  absl::Status Decode(const BlobSpec& spec, kernels::DType dtype, Orientation layout, size_t n,
+  absl::Status Decode(const BlobSpec& spec, DType dtype, Orientation layout, size_t n,
                       absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
                       absl::FunctionRef<std::string(size_t)> describe, MutableBytes out);
 

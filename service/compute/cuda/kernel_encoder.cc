@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/pool_layout.h"
+#include "base/cuda_status.h"
 #include "base/format_status.h"
 #include "base/status_macros.h"
-#include "base/cuda_status.h"
+#include "gpu/format/pool_layout.h"
 #include "service/compute/cuda/kernel_codec_scratch.h"
 
 namespace leapcache::compute {
@@ -26,11 +26,11 @@ absl::StatusOr<std::unique_ptr<KernelEncoder>> KernelEncoder::Create(int device,
 
 KernelEncoder::~KernelEncoder() { cudaFreeHost(h_payloads_); }
 
-absl::Status KernelEncoder::Encode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
+absl::Status KernelEncoder::Encode(const BlobSpec& spec, DType dtype, Orientation layout,
                                    ConstBytes in, std::vector<std::vector<uint8_t>>* blobs) {
   const std::span<const uint8_t> states = in.data;
   const size_t state_bytes =
-      static_cast<size_t>(spec.dk) * spec.dv * (dtype == kernels::DType::kBf16 ? 2 : 4);
+      static_cast<size_t>(spec.dk) * spec.dv * (dtype == DType::kBf16 ? 2 : 4);
   const size_t n = states.size() / state_bytes;
   if (!Supports(spec) || n * state_bytes != states.size() ||
       n > static_cast<size_t>(max_states())) {

@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "gpu/kernels/kernels.h"
 #include "service/compute/cuda/kernel_codec_scratch.h"
 #include "service/compute/memory.h"
@@ -42,8 +42,8 @@ class KernelEncoder {
   // `states`: n = states.data.size() / state_bytes whole states in dtype and layout, n <=
   // max_states(). Appends n sealed blobs to *blobs. REQUIRES: Supports(spec); finite states
   // (the caller checks them, as for the CPU path).
-  absl::Status Encode(const BlobSpec& spec, kernels::DType dtype, Orientation layout,
-                      ConstBytes states, std::vector<std::vector<uint8_t>>* blobs);
+  absl::Status Encode(const BlobSpec& spec, DType dtype, Orientation layout, ConstBytes states,
+                      std::vector<std::vector<uint8_t>>* blobs);
 
  private:
   KernelEncoder(std::unique_ptr<KernelCodecScratch> scratch, uint8_t* h_payloads)

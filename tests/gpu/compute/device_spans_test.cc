@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 #include "service/compute/compute.h"
 #include "tests/gpu/device_buffer.h"
@@ -33,13 +33,13 @@ std::unique_ptr<Compute> Cuda() {
 }
 
 // `n` random dense states of dk x dv in `dtype`, little-endian.
-std::vector<uint8_t> RandomStates(int n, int dk, int dv, DenseDType dtype, std::mt19937& rng) {
+std::vector<uint8_t> RandomStates(int n, int dk, int dv, DType dtype, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 0.4f);
   const size_t elements = static_cast<size_t>(n) * dk * dv;
-  std::vector<uint8_t> bytes(elements * (dtype == DenseDType::kFp32 ? 4 : 2));
+  std::vector<uint8_t> bytes(elements * (dtype == DType::kFp32 ? 4 : 2));
   for (size_t i = 0; i < elements; ++i) {
     const float x = normal(rng);
-    if (dtype == DenseDType::kFp32) {
+    if (dtype == DType::kFp32) {
       std::memcpy(bytes.data() + 4 * i, &x, 4);
     } else {
       const uint16_t h = FloatToBf16(x);
@@ -76,11 +76,11 @@ struct CodecCase {
 
 std::vector<CodecCase> Codecs() {
   return {
-      {BlobSpec::Leap(StateKind::kGdn, 8, 128, 128), {DenseDType::kFp32, Orientation::kKV}},
-      {BlobSpec::Leap(StateKind::kKda, 8, 128, 128), {DenseDType::kBf16, Orientation::kVK}},
-      {BlobSpec::Leap(StateKind::kGdn, 4, 128, 128), {DenseDType::kBf16, Orientation::kKV}},
+      {BlobSpec::Leap(StateKind::kGdn, 8, 128, 128), {DType::kFp32, Orientation::kKV}},
+      {BlobSpec::Leap(StateKind::kKda, 8, 128, 128), {DType::kBf16, Orientation::kVK}},
+      {BlobSpec::Leap(StateKind::kGdn, 4, 128, 128), {DType::kBf16, Orientation::kKV}},
       // No kernels at 64 x 64: the CPU reference, device spans staged through the host.
-      {BlobSpec::Leap(StateKind::kGdn, 8, 64, 64), {DenseDType::kFp32, Orientation::kVK}},
+      {BlobSpec::Leap(StateKind::kGdn, 8, 64, 64), {DType::kFp32, Orientation::kVK}},
   };
 }
 
@@ -97,7 +97,7 @@ TEST(DeviceSpansTest, EncodingFromDeviceMemorySealsTheSameBlobs) {
     ASSERT_TRUE(cuda->Encode(c.spec, c.format, {states}, Describe, &want).ok());
     ASSERT_EQ(want.size(), 70u);
     // In place, then at an offset of half an element pair (the kernels move two at a time).
-    for (size_t at : {size_t{0}, c.format.dtype == DenseDType::kFp32 ? size_t{4} : size_t{2}}) {
+    for (size_t at : {size_t{0}, c.format.dtype == DType::kFp32 ? size_t{4} : size_t{2}}) {
       const DeviceCopy device(states, at);
       std::vector<std::vector<uint8_t>> got;
       const absl::Status st =
@@ -123,7 +123,7 @@ TEST(DeviceSpansTest, DecodingIntoDeviceMemoryWritesTheSameBytes) {
     auto blob = [&](size_t i) { return std::span<const uint8_t>(blobs[i]); };
     std::vector<uint8_t> want(batch * state_bytes, 0xFF);
     ASSERT_TRUE(cuda->Decode(c.spec, c.format, batch, blob, Describe, {want}).ok());
-    for (size_t at : {size_t{0}, c.format.dtype == DenseDType::kFp32 ? size_t{4} : size_t{2}}) {
+    for (size_t at : {size_t{0}, c.format.dtype == DType::kFp32 ? size_t{4} : size_t{2}}) {
       const DeviceCopy device(std::vector<uint8_t>(want.size(), 0xFF), at);  // poisoned
       const absl::Status st =
           cuda->Decode(c.spec, c.format, batch, blob, Describe, {device.span(), Memory::kDevice});
@@ -158,8 +158,14 @@ struct DeviceStep {
     auto floats = [](const DeviceCopy& d) {
       return std::span<const float>(reinterpret_cast<const float*>(d.data()), d.size / 4);
     };
-    LayerStep s{layer, slot, WireDType::kFp32, parts[0].span(), parts[1].span(), parts[2].span(),
-                floats(parts[3]), floats(parts[4])};
+    LayerStep s{layer,
+                slot,
+                DType::kFp32,
+                parts[0].span(),
+                parts[1].span(),
+                parts[2].span(),
+                floats(parts[3]),
+                floats(parts[4])};
     s.memory = Memory::kDevice;
     return s;
   }
@@ -213,7 +219,7 @@ TEST_P(DeviceStepTest, StepsOnDeviceVectorsMatchHostVectorsBitForBit) {
       for (size_t at : {size_t{0}, size_t{2}}) {
         const DeviceStep device(in, at);
         const DeviceCopy o(std::vector<uint8_t>(out_floats * 4, 0xFF), at);  // NaN-poisoned
-        const LayerOutput out{WireDType::kFp32, o.span(), Memory::kDevice};
+        const LayerOutput out{DType::kFp32, o.span(), Memory::kDevice};
         const absl::Status st = live[at == 0 ? 1 : 2]->Step(device.Step(l, slots), out);
         ASSERT_TRUE(st.ok()) << "token " << t << " at +" << at << ": " << st;
         std::vector<float> got(out_floats);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 
 namespace leapcache::compute {
@@ -63,9 +63,9 @@ struct Decoded {
   std::vector<uint8_t> bytes;
 };
 
-Decoded Decode(KernelDecoder& decoder, const BlobSpec& spec, kernels::DType dtype,
-               Orientation layout, const std::vector<std::vector<uint8_t>>& blobs) {
-  const size_t state_bytes = kDim * kDim * (dtype == kernels::DType::kBf16 ? 2 : 4);
+Decoded Decode(KernelDecoder& decoder, const BlobSpec& spec, DType dtype, Orientation layout,
+               const std::vector<std::vector<uint8_t>>& blobs) {
+  const size_t state_bytes = kDim * kDim * (dtype == DType::kBf16 ? 2 : 4);
   Decoded d;
   d.bytes.assign(blobs.size() * state_bytes, 0xFF);  // poison: NaN in both dtypes
   d.status = decoder.Decode(
@@ -82,10 +82,10 @@ TEST(KernelDecoderTest, StatesMatchTheReferenceDecode) {
     const BlobSpec spec = BlobSpec::Leap(kind, bits, kDim, kDim);
     ASSERT_TRUE(KernelDecoder::Supports(spec));
     const std::vector<std::vector<uint8_t>> blobs = ReferenceBlobs(spec, kStates, 5);
-    for (kernels::DType dtype : {kernels::DType::kFp32, kernels::DType::kBf16}) {
+    for (DType dtype : {DType::kFp32, DType::kBf16}) {
       for (Orientation layout : {Orientation::kKV, Orientation::kVK}) {
         SCOPED_TRACE(absl::StrCat(spec.ToString(), " ", StateKindName(kind),
-                                  dtype == kernels::DType::kBf16 ? " bf16" : " fp32",
+                                  dtype == DType::kBf16 ? " bf16" : " fp32",
                                   layout == Orientation::kKV ? " KV" : " VK"));
         const Decoded got = Decode(*decoder, spec, dtype, layout, blobs);
         ASSERT_TRUE(got.status.ok()) << got.status;
@@ -94,9 +94,8 @@ TEST(KernelDecoderTest, StatesMatchTheReferenceDecode) {
           std::vector<float> want(kDim * kDim);
           ASSERT_TRUE(reference::Decode(blobs[s], want.data(), layout).ok());
           std::vector<float> out(kDim * kDim);
-          const uint8_t* at =
-              got.bytes.data() + s * out.size() * (dtype == kernels::DType::kBf16 ? 2 : 4);
-          if (dtype == kernels::DType::kFp32) {
+          const uint8_t* at = got.bytes.data() + s * out.size() * (dtype == DType::kBf16 ? 2 : 4);
+          if (dtype == DType::kFp32) {
             std::memcpy(out.data(), at, out.size() * 4);
             EXPECT_LT(RelErr(out, want), 1e-6) << "state " << s;
             continue;
@@ -129,7 +128,7 @@ TEST(KernelDecoderTest, BadBlobsAreRefusedBeforeAnythingIsWritten) {
   const BlobSpec spec = BlobSpec::Leap(StateKind::kGdn, 8, kDim, kDim);
   std::vector<std::vector<uint8_t>> blobs = ReferenceBlobs(spec, 8, 7);
   blobs[5][kHeaderBytes + 100] ^= 0x01;  // one payload bit: its CRC no longer matches
-  Decoded got = Decode(*decoder, spec, kernels::DType::kFp32, Orientation::kKV, blobs);
+  Decoded got = Decode(*decoder, spec, DType::kFp32, Orientation::kKV, blobs);
   EXPECT_EQ(got.status.code(), absl::StatusCode::kDataLoss) << got.status;
   EXPECT_NE(got.status.message().find("state 5"), std::string::npos) << got.status;
   EXPECT_EQ(got.bytes, std::vector<uint8_t>(got.bytes.size(), 0xFF));
@@ -138,7 +137,7 @@ TEST(KernelDecoderTest, BadBlobsAreRefusedBeforeAnythingIsWritten) {
   blobs = ReferenceBlobs(spec, 8, 7);
   StoreU16(blobs[3].data() + kHeaderBytes + ComputeLayout(spec).comp_offset, 0x7e00);
   SealBlob(spec, blobs[3]);
-  got = Decode(*decoder, spec, kernels::DType::kFp32, Orientation::kKV, blobs);
+  got = Decode(*decoder, spec, DType::kFp32, Orientation::kKV, blobs);
   EXPECT_EQ(got.status.code(), absl::StatusCode::kDataLoss) << got.status;
   EXPECT_NE(got.status.message().find("state 3: compensator 0 is not finite"), std::string::npos)
       << got.status;
@@ -147,13 +146,13 @@ TEST(KernelDecoderTest, BadBlobsAreRefusedBeforeAnythingIsWritten) {
   // A valid blob of another format (KDA's layout) is not the namespace's.
   blobs = ReferenceBlobs(spec, 8, 7);
   blobs[2] = ReferenceBlobs(BlobSpec::Leap(StateKind::kKda, 8, kDim, kDim), 1, 9)[0];
-  got = Decode(*decoder, spec, kernels::DType::kBf16, Orientation::kVK, blobs);
+  got = Decode(*decoder, spec, DType::kBf16, Orientation::kVK, blobs);
   EXPECT_EQ(got.status.code(), absl::StatusCode::kDataLoss) << got.status;
   EXPECT_NE(got.status.message().find("state 2"), std::string::npos) << got.status;
 
   // More states than one launch holds, and formats without kernels, are refused.
   blobs = ReferenceBlobs(spec, 9, 7);
-  EXPECT_EQ(Decode(*decoder, spec, kernels::DType::kFp32, Orientation::kKV, blobs).status.code(),
+  EXPECT_EQ(Decode(*decoder, spec, DType::kFp32, Orientation::kKV, blobs).status.code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(KernelDecoder::Supports(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64)));
 }

@@ -11,7 +11,7 @@
 #include <random>
 #include <utility>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 
 namespace leapcache::compute {
@@ -36,16 +36,16 @@ TEST(KernelEncoderTest, BlobsMatchTheReferenceCodec) {
     const BlobSpec spec = BlobSpec::Leap(kind, bits, kDim, kDim);
     ASSERT_TRUE(KernelEncoder::Supports(spec));
     SCOPED_TRACE(spec.ToString());
-    for (kernels::DType dtype : {kernels::DType::kFp32, kernels::DType::kBf16}) {
+    for (DType dtype : {DType::kFp32, DType::kBf16}) {
       for (Orientation layout : {Orientation::kKV, Orientation::kVK}) {
         // States with a few outlier columns, like real ones.
         std::vector<float> states(static_cast<size_t>(kStates) * kDim * kDim);
         for (size_t i = 0; i < states.size(); ++i) {
           states[i] = normal(rng) * ((i % kDim) % 37 == 0 ? 20.0f : 1.0f);
-          if (dtype == kernels::DType::kBf16) states[i] = RoundToBf16(states[i]);
+          if (dtype == DType::kBf16) states[i] = RoundToBf16(states[i]);
         }
         std::vector<uint8_t> bytes;
-        if (dtype == kernels::DType::kFp32) {
+        if (dtype == DType::kFp32) {
           bytes.resize(states.size() * 4);
           std::memcpy(bytes.data(), states.data(), bytes.size());
         } else {
@@ -78,8 +78,8 @@ TEST(KernelEncoderTest, BlobsMatchTheReferenceCodec) {
   std::vector<uint8_t> too_many(9 * kDim * kDim * 4);
   std::vector<std::vector<uint8_t>> blobs;
   EXPECT_EQ(encoder
-                ->Encode(BlobSpec::Leap(StateKind::kGdn, 8), kernels::DType::kFp32,
-                         Orientation::kKV, {too_many, Memory::kHost}, &blobs)
+                ->Encode(BlobSpec::Leap(StateKind::kGdn, 8), DType::kFp32, Orientation::kKV,
+                         {too_many, Memory::kHost}, &blobs)
                 .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(KernelEncoder::Supports(BlobSpec::Leap(StateKind::kGdn, 8, 64, 64)));

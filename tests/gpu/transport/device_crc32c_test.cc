@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 
 namespace leapcache::transport {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "leapcache/data_plane.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
 #include "tests/integration/service/checkpoint_data.h"

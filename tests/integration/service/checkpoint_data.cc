@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 
 namespace leapcache::testing {

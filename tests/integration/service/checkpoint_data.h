@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 #include "leapcache/client.h"
 
 namespace leapcache::testing {

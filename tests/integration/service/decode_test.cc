@@ -9,7 +9,7 @@
 #include <functional>
 #include <random>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/window.h"
 #include "leapcache/data_plane.h"

@@ -8,7 +8,7 @@
 #include <array>
 #include <thread>
 
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 #include "leapcache/v1/state_cache.grpc.pb.h"
 #include "tests/integration/service/checkpoint_data.h"
 #include "tests/integration/service/service_fixture.h"

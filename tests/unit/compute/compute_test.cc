@@ -51,7 +51,7 @@ TEST(ComputeTest, OneChoiceNamesItsValues) {
 TEST(ComputeTest, TheCpuBackendIsTheReferenceCodec) {
   std::mt19937 rng(11);
   const BlobSpec spec = BlobSpec::Leap(StateKind::kGdn, 8, 32, 32);
-  const DenseFormat format{DenseDType::kFp32, Orientation::kKV};
+  const DenseFormat format{DType::kFp32, Orientation::kKV};
   const std::vector<uint8_t> states = RandomStates(3, 32, 32, rng);
   std::vector<std::vector<uint8_t>> blobs;
   ASSERT_TRUE(CpuCompute().Encode(spec, format, {states}, Describe, &blobs).ok());
@@ -79,7 +79,7 @@ TEST(ComputeTest, TheCpuBackendIsTheReferenceCodec) {
 TEST(ComputeTest, TheCpuBackendRefusesDeviceMemoryAndWritesNothing) {
   std::mt19937 rng(12);
   const BlobSpec spec = BlobSpec::Leap(StateKind::kGdn, 8, 32, 32);
-  const DenseFormat format{DenseDType::kFp32, Orientation::kKV};
+  const DenseFormat format{DType::kFp32, Orientation::kKV};
   const std::vector<uint8_t> states = RandomStates(1, 32, 32, rng);
   std::vector<std::vector<uint8_t>> blobs;
   absl::Status st = CpuCompute().Encode(spec, format, {states, Memory::kDevice}, Describe, &blobs);

@@ -38,13 +38,13 @@ struct RandomStep {
     auto bytes = [](const std::vector<float>& x) {
       return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(x.data()), x.size() * 4);
     };
-    return {layer, slot, WireDType::kFp32, bytes(q), bytes(k), bytes(v), g, beta};
+    return {layer, slot, DType::kFp32, bytes(q), bytes(k), bytes(v), g, beta};
   }
 };
 
 // An fp32 output buffer as a LayerOutput.
 inline LayerOutput Fp32Out(std::vector<float>& o) {
-  return {WireDType::kFp32, {reinterpret_cast<uint8_t*>(o.data()), o.size() * sizeof(float)}};
+  return {DType::kFp32, {reinterpret_cast<uint8_t*>(o.data()), o.size() * sizeof(float)}};
 }
 
 // The tracker the CPU backend must match for one (slot, layer, head).

@@ -25,7 +25,7 @@ using testing::PutBytes;
 using testing::SmallSpec;
 
 // 4 heads; GDN's conv_dim = 2 x 4 x 16 + 4 x 16 = 192 channels (48 per head), kernel 4.
-NamespaceSpec ConvSpec(ConvDType dtype = ConvDType::kBf16, int extra = 0) {
+NamespaceSpec ConvSpec(DType dtype = DType::kBf16, int extra = 0) {
   NamespaceSpec s = SmallSpec("tenant-a", 2, 4);
   s.model.conv = {192, 3, dtype};
   s.model.extra_bytes = extra;
@@ -50,7 +50,7 @@ class SideStateTest : public ::testing::Test {
 
 TEST_F(SideStateTest, AUnitIsTheBlobThenItsHeadsConvStateThenTheExtraBytes) {
   const NamespaceInfo plain = Register(SmallSpec("tenant-a", 2, 4));
-  const NamespaceInfo conv = Register(ConvSpec(ConvDType::kBf16, 10));
+  const NamespaceInfo conv = Register(ConvSpec(DType::kBf16, 10));
   EXPECT_EQ(plain.side_bytes, 0u);
   EXPECT_EQ(plain.unit_bytes, plain.blob_bytes);
   EXPECT_EQ(conv.blob_bytes, plain.blob_bytes);
@@ -59,7 +59,7 @@ TEST_F(SideStateTest, AUnitIsTheBlobThenItsHeadsConvStateThenTheExtraBytes) {
   EXPECT_EQ(conv.unit_bytes, conv.blob_bytes + conv.side_bytes);
   EXPECT_EQ(conv.slot_bytes % kSlotAlignment, 0u);
   EXPECT_GE(conv.slot_bytes, conv.unit_bytes);
-  EXPECT_EQ(Register(ConvSpec(ConvDType::kFp32)).conv_bytes, 48u * 3 * 4);
+  EXPECT_EQ(Register(ConvSpec(DType::kFp32)).conv_bytes, 48u * 3 * 4);
 }
 
 TEST_F(SideStateTest, NamespacesWithoutASideStateKeepTheirIdentity) {
@@ -75,8 +75,8 @@ TEST_F(SideStateTest, NamespacesWithoutASideStateKeepTheirIdentity) {
   // Any side state makes another namespace: its checkpoints never serve the plain one.
   const uint64_t conv = NamespaceTag(ConvSpec());
   EXPECT_NE(conv, want);
-  EXPECT_NE(NamespaceTag(ConvSpec(ConvDType::kFp16)), conv);
-  EXPECT_NE(NamespaceTag(ConvSpec(ConvDType::kBf16, 4)), conv);
+  EXPECT_NE(NamespaceTag(ConvSpec(DType::kFp16)), conv);
+  EXPECT_NE(NamespaceTag(ConvSpec(DType::kBf16, 4)), conv);
   NamespaceSpec wider = ConvSpec();
   wider.model.conv.width = 2;
   EXPECT_NE(NamespaceTag(wider), conv);
@@ -91,13 +91,13 @@ TEST_F(SideStateTest, BadSideStateShapesAreRefusedNamingTheField) {
     const char* field;
   };
   const std::vector<Case> cases = {
-      {"channels not a multiple of the heads", {190, 3, ConvDType::kBf16}, 0, "conv.channels"},
-      {"no channels", {0, 3, ConvDType::kBf16}, 0, "conv.channels"},
-      {"too many channels", {kMaxConvChannels + 4, 3, ConvDType::kBf16}, 0, "conv.channels"},
-      {"width 0", {192, 0, ConvDType::kBf16}, 0, "conv.width"},
-      {"width past the limit", {192, kMaxConvWidth + 1, ConvDType::kBf16}, 0, "conv.width"},
-      {"no dtype", {192, 3, ConvDType::kNone}, 0, "conv.dtype"},
-      {"unknown dtype", {192, 3, static_cast<ConvDType>(9)}, 0, "conv.dtype"},
+      {"channels not a multiple of the heads", {190, 3, DType::kBf16}, 0, "conv.channels"},
+      {"no channels", {0, 3, DType::kBf16}, 0, "conv.channels"},
+      {"too many channels", {kMaxConvChannels + 4, 3, DType::kBf16}, 0, "conv.channels"},
+      {"width 0", {192, 0, DType::kBf16}, 0, "conv.width"},
+      {"width past the limit", {192, kMaxConvWidth + 1, DType::kBf16}, 0, "conv.width"},
+      {"no dtype", {192, 3, DType{}}, 0, "conv.dtype"},
+      {"unknown dtype", {192, 3, static_cast<DType>(9)}, 0, "conv.dtype"},
       {"negative extra", {}, -1, "extra_bytes"},
       {"extra past the limit", {}, kMaxExtraBytes + 1, "extra_bytes"},
   };
@@ -113,12 +113,12 @@ TEST_F(SideStateTest, BadSideStateShapesAreRefusedNamingTheField) {
   }
   EXPECT_EQ(store_->Stats().namespaces, 0u);
   // A unit past the page: 1 MiB tiers with 4 KiB pages cannot hold a 64 KiB extra.
-  EXPECT_EQ(store_->RegisterNamespace(ConvSpec(ConvDType::kFp32, kMaxExtraBytes)).status().code(),
+  EXPECT_EQ(store_->RegisterNamespace(ConvSpec(DType::kFp32, kMaxExtraBytes)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SideStateTest, TensorParallelHalvesPutTheirSideStatesAndAWholeReadGetsThemBack) {
-  const NamespaceInfo ns = Register(ConvSpec(ConvDType::kBf16, 6));
+  const NamespaceInfo ns = Register(ConvSpec(DType::kBf16, 6));
   const BlockHash hash = HashOf(1);
   const std::vector<uint8_t> low = CheckpointBytes(ns, 11, {0, 2});
   const std::vector<uint8_t> high = CheckpointBytes(ns, 11, {2, 4});
@@ -140,17 +140,17 @@ TEST_F(SideStateTest, TensorParallelHalvesPutTheirSideStatesAndAWholeReadGetsThe
 }
 
 TEST_F(SideStateTest, ANonFiniteConvElementIsRefusedAtCommitAndNothingBecomesVisible) {
-  for (ConvDType dtype : {ConvDType::kFp32, ConvDType::kBf16, ConvDType::kFp16}) {
+  for (DType dtype : {DType::kFp32, DType::kBf16, DType::kFp16}) {
     const NamespaceInfo ns = Register(ConvSpec(dtype));
     const BlockHash hash = HashOf(2, static_cast<uint8_t>(dtype));
     std::vector<uint8_t> bytes = CheckpointBytes(ns, 5, {0, 4});
     // Layer 1, head 2's conv element 7: an infinity (exponent bits all ones, mantissa 0).
-    uint8_t* element = bytes.data() + (1 * 4 + 2) * ns.unit_bytes + ns.blob_bytes +
-                       7 * ConvElementBytes(dtype);
-    const uint32_t inf = dtype == ConvDType::kFp32   ? 0x7f800000u
-                         : dtype == ConvDType::kBf16 ? 0x7f80u
-                                                     : 0x7c00u;
-    std::memcpy(element, &inf, ConvElementBytes(dtype));
+    uint8_t* element =
+        bytes.data() + (1 * 4 + 2) * ns.unit_bytes + ns.blob_bytes + 7 * DTypeBytes(dtype);
+    const uint32_t inf = dtype == DType::kFp32   ? 0x7f800000u
+                         : dtype == DType::kBf16 ? 0x7f80u
+                                                 : 0x7c00u;
+    std::memcpy(element, &inf, DTypeBytes(dtype));
 
     PutRequest req;
     req.ns = ns.id;
@@ -161,13 +161,13 @@ TEST_F(SideStateTest, ANonFiniteConvElementIsRefusedAtCommitAndNothingBecomesVis
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(store_->Upload(r->id, 0, bytes).ok());
     const absl::Status st = store_->Commit(r->id, Crc(bytes));
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << ConvDTypeName(dtype);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << DTypeName(dtype);
     EXPECT_NE(st.message().find("conv state (layer 1, head 2): element 7 is not finite"),
               std::string::npos)
         << st;
     EXPECT_EQ(store_->Get(ns.id, hash, {0, 4}).status().code(), absl::StatusCode::kNotFound);
     // The put stays open for a corrected upload.
-    std::memset(element, 0, ConvElementBytes(dtype));
+    std::memset(element, 0, DTypeBytes(dtype));
     ASSERT_TRUE(store_->Upload(r->id, 0, bytes).ok());
     EXPECT_TRUE(store_->Commit(r->id, Crc(bytes)).ok());
     absl::StatusOr<ReadLease> lease = store_->Get(ns.id, hash, {0, 4});
@@ -177,7 +177,7 @@ TEST_F(SideStateTest, ANonFiniteConvElementIsRefusedAtCommitAndNothingBecomesVis
 }
 
 TEST_F(SideStateTest, AChangedSideStateByteFailsTheChecksum) {
-  const NamespaceInfo ns = Register(ConvSpec(ConvDType::kBf16, 6));
+  const NamespaceInfo ns = Register(ConvSpec(DType::kBf16, 6));
   std::vector<uint8_t> bytes = CheckpointBytes(ns, 9, {0, 4});
   const uint32_t crc = Crc(bytes);
   bytes[3 * ns.unit_bytes - 1] ^= 0x01;  // the last extra byte of unit 2

@@ -19,11 +19,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "gpu/crc32c.h"
-#include "gpu/format.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "service/core/checkpoint_store.h"
 #include "service/core/host_tier.h"
@@ -77,14 +76,14 @@ inline uint32_t BlobSeed(uint64_t seed, int layer, int head) {
 inline std::vector<uint8_t> MakeSide(const NamespaceInfo& ns, uint32_t seed) {
   std::mt19937 rng(seed ^ 0x5eed5u);
   std::vector<uint8_t> side(ns.side_bytes);
-  const size_t width = ConvElementBytes(ns.spec.model.conv.dtype);
+  const size_t width = DTypeBytes(ns.spec.model.conv.dtype);
   for (size_t i = 0; i < ns.conv_bytes; i += width) {
     const float x = std::normal_distribution<float>(0.0f, 2.0f)(rng);
     uint32_t bits = 0;
     std::memcpy(&bits, &x, 4);
     if (width == 2) {
       // bf16: the float's high half; fp16: any pattern whose exponent is not all ones.
-      bits = ns.spec.model.conv.dtype == ConvDType::kBf16 ? bits >> 16 : (rng() & 0xbfffu);
+      bits = ns.spec.model.conv.dtype == DType::kBf16 ? bits >> 16 : (rng() & 0xbfffu);
     }
     std::memcpy(side.data() + i, &bits, width);
   }

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "service/core/host_tier.h"
 #include "service/decode/decode_session_table.h"
 #include "tests/unit/compute/live_states_test_util.h"
@@ -18,17 +18,16 @@
 namespace leapcache::decode {
 namespace {
 
+using compute::DecodeShape;
+using compute::LayerStep;
+using compute::LiveStateBytes;
+using compute::testing::Fp32Out;
+using compute::testing::RandomStep;
+using compute::testing::ReferenceTracker;
 using core::testing::HashOf;
 using core::testing::MakeStore;
 using core::testing::PositionAt;
 using core::testing::QuietOptions;
-using compute::DecodeShape;
-using compute::LayerStep;
-using compute::LiveStateBytes;
-using compute::WireDType;
-using compute::testing::Fp32Out;
-using compute::testing::RandomStep;
-using compute::testing::ReferenceTracker;
 
 class DecodeSessionTest : public ::testing::Test {
  protected:
@@ -94,8 +93,8 @@ TEST_F(DecodeSessionTest, BadStepsAreRefusedAndChangeNothing) {
     auto bytes = [](const std::vector<uint16_t>& w) {
       return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.data()), w.size() * 2);
     };
-    const LayerStep bf16{0, slots, WireDType::kBf16, bytes(q16), bytes(k16), bytes(v16),
-                         good.g, good.beta};
+    const LayerStep bf16{0,          slots,      DType::kBf16, bytes(q16),
+                         bytes(k16), bytes(v16), good.g,       good.beta};
     const absl::Status st16 = session->Step(bf16, Fp32Out(o));
     EXPECT_EQ(st16.code(), kBad);
     EXPECT_NE(st16.message().find(absl::StrCat("k[", k16.size() - 1, "]")), std::string::npos)

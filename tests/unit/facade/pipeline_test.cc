@@ -8,8 +8,8 @@
 #include <cstring>
 #include <random>
 
-#include "gpu/crc32c.h"
-#include "gpu/half.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 #include "service/core/host_tier.h"
 #include "service/facade/checkpoint_reader.h"
@@ -93,7 +93,7 @@ class PipelineTest : public ::testing::Test {
 };
 
 TEST_F(PipelineTest, DensePutStoresWhatTheReferenceEncodes) {
-  const compute::DenseFormat f{compute::DenseDType::kFp32, Orientation::kKV};
+  const compute::DenseFormat f{DType::kFp32, Orientation::kKV};
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(1), f);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->state_bytes, kD * kD * 4u);
@@ -110,7 +110,7 @@ TEST_F(PipelineTest, DensePutStoresWhatTheReferenceEncodes) {
 }
 
 TEST_F(PipelineTest, DenseUploadRulesAndRestart) {
-  const compute::DenseFormat f{compute::DenseDType::kFp32, Orientation::kKV};
+  const compute::DenseFormat f{DType::kFp32, Orientation::kKV};
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(2), f);
   ASSERT_TRUE(t.ok());
   const size_t s = t->state_bytes;
@@ -133,7 +133,7 @@ TEST_F(PipelineTest, DenseUploadRulesAndRestart) {
 
 TEST_F(PipelineTest, DenseUnitsWithSideStatesAreSplitForTheEncoderAndJoinedForTheReader) {
   core::NamespaceSpec spec = ns_.spec;
-  spec.model.conv = {kHeads * 8, 3, core::ConvDType::kFp32};  // 8 channels x 3 per head
+  spec.model.conv = {kHeads * 8, 3, DType::kFp32};  // 8 channels x 3 per head
   spec.model.extra_bytes = 4;
   const core::NamespaceInfo ns = *store_->GetNamespace(*store_->RegisterNamespace(spec));
   const size_t side = 8 * 3 * 4 + 4;
@@ -148,7 +148,7 @@ TEST_F(PipelineTest, DenseUnitsWithSideStatesAreSplitForTheEncoderAndJoinedForTh
   }
   core::PutRequest r = Request(20);
   r.ns = ns.id;
-  const compute::DenseFormat f{compute::DenseDType::kFp32, Orientation::kKV};
+  const compute::DenseFormat f{DType::kFp32, Orientation::kKV};
   absl::StatusOr<PutTicket> t = puts_->Reserve(r, f);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->unit_bytes, state + side);
@@ -215,7 +215,7 @@ TEST_F(PipelineTest, NonFiniteStatesStoreNothing) {
 }
 
 TEST_F(PipelineTest, Bf16VkInputAndExpiry) {
-  const compute::DenseFormat f{compute::DenseDType::kBf16, Orientation::kVK};
+  const compute::DenseFormat f{DType::kBf16, Orientation::kVK};
   absl::StatusOr<PutTicket> t = puts_->Reserve(Request(4), f);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->state_bytes, kD * kD * 2u);
@@ -272,7 +272,7 @@ TEST_F(PipelineTest, ReaderChunksSplitBlobsAndStatesAnywhere) {
     }
   }
   for (size_t chunk : {size_t{3}, size_t{1024}, size_t{1} << 20}) {
-    EXPECT_EQ(ReadAll(8, compute::DenseFormat{compute::DenseDType::kFp32, Orientation::kVK}, chunk, {1, 3}),
+    EXPECT_EQ(ReadAll(8, compute::DenseFormat{DType::kFp32, Orientation::kVK}, chunk, {1, 3}),
               expected);
   }
   // A head range that is not committed is NOT_FOUND.
@@ -322,7 +322,7 @@ TEST_F(PipelineTest, ReaderDecodesInTheDecodersBatches) {
   ASSERT_TRUE(t.ok());
   ASSERT_TRUE(puts_->Upload(t->id, 0, blobs).ok());
   ASSERT_TRUE(puts_->Commit(t->id, Crc32c(blobs.data(), blobs.size())).ok());
-  const compute::DenseFormat bf16{compute::DenseDType::kBf16, Orientation::kKV};
+  const compute::DenseFormat bf16{DType::kBf16, Orientation::kKV};
   const std::vector<uint8_t> one_by_one = ReadAll(9, bf16, 1000);
   for (size_t chunk : {size_t{5}, size_t{1} << 20}) {
     BatchingDecoder decoder(3);
@@ -436,10 +436,11 @@ TEST_F(PipelineTest, CompactReadsOfDeviceMemoryHandOutTheBlobsInPlace) {
   EXPECT_EQ(reader->crc32c(), Crc32c(want.data(), want.size()));
   EXPECT_EQ(store->Stats().leases, 1u) << "the lease lives with the reader";
   // A dense read of device memory decodes as before.
-  reader = std::move(CheckpointReader::Open(
-                         *store,
-                         {ns.id, r.hash, {1, 3}, compute::DenseFormat{compute::DenseDType::kFp32, Orientation::kKV}}))
-               .value();
+  reader =
+      std::move(CheckpointReader::Open(
+                    *store,
+                    {ns.id, r.hash, {1, 3}, compute::DenseFormat{DType::kFp32, Orientation::kKV}}))
+          .value();
   EXPECT_TRUE(reader->TakeDeviceUnits(0).empty());
   reader.reset();
   EXPECT_EQ(store->Stats().leases, 0u);

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/crc32c.h"
-#include "gpu/half.h"
+#include "gpu/format/crc32c.h"
+#include "gpu/format/half.h"
 #include "tests/unit/gpu/test_util.h"
 
 namespace leapcache::reference {

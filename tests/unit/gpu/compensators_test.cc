@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 #include "tests/unit/gpu/test_util.h"
 
 namespace leapcache::reference {

@@ -1,4 +1,4 @@
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 
 namespace leapcache {
 namespace {
@@ -337,6 +337,24 @@ TEST(ParseBlob, ReturnsTheSpecOfEverySealedBlob) {
       for (size_t i = header::kReserved; i < header::kHeaderCrc; ++i) EXPECT_EQ(h[i], 0) << i;
     }
   }
+}
+
+TEST(ParseHeader, ReadsTheDeclaredSpecOfAnIntactHeaderOnly) {
+  const BlobSpec s = BlobSpec::Leap(StateKind::kKda, 6, 16, 32);
+  std::vector<uint8_t> blob = RandomBlob(s, 4);
+  StatusOr<BlobSpec> declared = ParseHeader(blob);
+  ASSERT_TRUE(declared.ok()) << declared.status().ToString();
+  EXPECT_TRUE(SameSpec(*declared, s)) << declared->ToString();
+  // A damaged payload is ParseBlob's to find: the header still says what the blob claims to be.
+  blob[kHeaderBytes + 3] ^= 0x40;
+  EXPECT_FALSE(ParseBlob(blob).ok());
+  ASSERT_TRUE(ParseHeader(blob).ok());
+  EXPECT_TRUE(SameSpec(*ParseHeader(blob), s));
+  // A header that fails its own checksum declares nothing.
+  blob[header::kBits] ^= 1;
+  EXPECT_EQ(ParseHeader(blob).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(ParseHeader(std::span(blob).first(kHeaderBytes - 1)).status().code(),
+            StatusCode::kDataLoss);
 }
 
 void ExpectCorrupt(const std::vector<uint8_t>& blob, const std::string& what) {

@@ -1,4 +1,4 @@
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 
 #include <gtest/gtest.h>
 

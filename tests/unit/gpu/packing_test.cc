@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 
 namespace leapcache::reference {
 namespace {

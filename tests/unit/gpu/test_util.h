@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/format/status.h"
 #include "gpu/reference/recurrence.h"
-#include "gpu/status.h"
 
 namespace leapcache::reference::testutil {
 

@@ -57,7 +57,7 @@ TEST(WireTest, EnumsAndNumbers) {
   d.set_dtype(v1::DTYPE_BF16);
   d.set_layout(v1::LAYOUT_VK);
   ASSERT_TRUE(DenseFromProto(d).ok());
-  EXPECT_EQ(DenseFromProto(d)->dtype, compute::DenseDType::kBf16);
+  EXPECT_EQ(DenseFromProto(d)->dtype, DType::kBf16);
   EXPECT_EQ(DenseFromProto(d)->layout, Orientation::kVK);
 
   v1::Position p;

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 
 namespace leapcache::load {
 namespace {

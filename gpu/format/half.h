@@ -52,9 +52,9 @@ LEAPCACHE_HD uint16_t FloatToHalf(float f) {
   const uint32_t u = FloatBits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (a > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (a >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: infinity
-  if (a < 0x38800000u) {                         // below 2^-14: subnormal half (or zero)
+  if (a < 0x38800000u) {                        // below 2^-14: subnormal half (or zero)
     // Value = a_float; half subnormal unit is 2^-24. Round a_float / 2^-24 to nearest even.
     if (a < 0x33000000u) return sign;  // < 2^-25: rounds to zero (ties at 2^-25 go to even 0)
     const uint32_t exp = a >> 23;      // biased fp32 exponent, 102..112

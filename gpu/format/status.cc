@@ -1,4 +1,4 @@
-#include "gpu/status.h"
+#include "gpu/format/status.h"
 
 namespace leapcache {
 

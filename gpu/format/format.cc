@@ -1,17 +1,40 @@
-#include "gpu/format.h"
+#include "gpu/format/format.h"
 
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <string>
 
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 
 namespace leapcache {
 
 // Payload scalars (fp32 scales, fp16 factors, fp32 elements) are copied with memcpy; the format
 // is little-endian, so a big-endian host would need byte swaps that v1 does not implement.
 static_assert(std::endian::native == std::endian::little, "leapcache blobs are little-endian");
+
+size_t DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+      return 4;
+    case DType::kBf16:
+    case DType::kFp16:
+      return 2;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+      return "fp32";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp16:
+      return "fp16";
+  }
+  return "none";
+}
 
 const char* StateKindName(StateKind kind) {
   switch (kind) {
@@ -84,17 +107,21 @@ Status ValidateSpec(const BlobSpec& s) {
   }
   for (auto [name, d] : {std::pair{"dk", s.dk}, std::pair{"dv", s.dv}}) {
     if (d < kMinDim || d > kMaxDim || d % 16 != 0) {
-      return InvalidArgumentError(std::string(name) + " must be a multiple of 16 in [16, 256] (got " +
+      return InvalidArgumentError(std::string(name) +
+                                  " must be a multiple of 16 in [16, 256] (got " +
                                   std::to_string(d) + ")");
     }
   }
   if (!KnownCodec(static_cast<uint8_t>(s.codec))) {
     return InvalidArgumentError("unknown codec " + std::to_string(static_cast<int>(s.codec)));
   }
-  const int want_bits = s.codec == Codec::kFp32 ? 32 : (s.codec == Codec::kBf16 || s.codec == Codec::kFp16) ? 16 : 0;
+  const int want_bits = s.codec == Codec::kFp32                                ? 32
+                        : (s.codec == Codec::kBf16 || s.codec == Codec::kFp16) ? 16
+                                                                               : 0;
   if (want_bits != 0 && s.bits != want_bits) {
     return InvalidArgumentError(std::string("bits of codec ") + CodecName(s.codec) + " must be " +
-                                std::to_string(want_bits) + " (got " + std::to_string(s.bits) + ")");
+                                std::to_string(want_bits) + " (got " + std::to_string(s.bits) +
+                                ")");
   }
   if (want_bits == 0 && s.bits != 8 && s.bits != 6 && s.bits != 4) {
     return InvalidArgumentError("bits must be 8, 6 or 4 (got " + std::to_string(s.bits) + ")");
@@ -107,7 +134,8 @@ Status ValidateSpec(const BlobSpec& s) {
       return InvalidArgumentError("r must be in [0, 8] (got " + std::to_string(s.r) + ")");
     }
   } else {
-    if (s.r != 0) return InvalidArgumentError("r must be 0 for codec " + std::string(CodecName(s.codec)));
+    if (s.r != 0)
+      return InvalidArgumentError("r must be 0 for codec " + std::string(CodecName(s.codec)));
     if (s.smoothing) {
       return InvalidArgumentError("smoothing applies to codec leap only (got " +
                                   std::string(CodecName(s.codec)) + ")");
@@ -226,7 +254,7 @@ Status CheckStoredValues(const BlobSpec& spec, std::span<const uint8_t> payload)
   return OkStatus();
 }
 
-StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
+StatusOr<BlobSpec> ParseHeader(std::span<const uint8_t> blob) {
   if (blob.size() < kHeaderBytes) {
     return DataLossError("blob is " + std::to_string(blob.size()) +
                          " bytes, shorter than its 64-byte header");
@@ -236,27 +264,38 @@ StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
   if (LoadU32(h + header::kHeaderCrc) != Crc32c(h, header::kHeaderCrc)) {
     return DataLossError("blob header checksum mismatch");
   }
-  if (const uint16_t v = LoadU16(h + header::kVersion); v != kFormatVersion) {
-    return InvalidArgumentError("unsupported blob version " + std::to_string(v) + " (this build reads 1)");
-  }
-  if (LoadU16(h + header::kHeaderSize) != kHeaderBytes) return DataLossError("bad header size field");
-  for (size_t i = header::kReserved; i < header::kHeaderCrc; ++i) {
-    if (h[i] != 0) return InvalidArgumentError("reserved header byte " + std::to_string(i) + " is not zero");
-  }
-  if (h[header::kOrientation] != static_cast<uint8_t>(Orientation::kVK)) {
-    return InvalidArgumentError("blob orientation must be value-major (1)");
-  }
-  const uint16_t flags = LoadU16(h + header::kFlags);
-  if ((flags & ~kKnownFlags) != 0) return InvalidArgumentError("unknown header flags");
   BlobSpec s;
   s.codec = static_cast<Codec>(h[header::kCodec]);
   s.kind = static_cast<StateKind>(h[header::kKind]);
   s.bits = h[header::kBits];
   s.p = h[header::kWindow];
   s.r = h[header::kRank];
-  s.smoothing = (flags & kFlagSmoothing) != 0;
+  s.smoothing = (LoadU16(h + header::kFlags) & kFlagSmoothing) != 0;
   s.dk = LoadU16(h + header::kDk);
   s.dv = LoadU16(h + header::kDv);
+  return s;
+}
+
+StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
+  StatusOr<BlobSpec> declared = ParseHeader(blob);
+  if (!declared.ok()) return declared.status();
+  const uint8_t* h = blob.data();
+  if (const uint16_t v = LoadU16(h + header::kVersion); v != kFormatVersion) {
+    return InvalidArgumentError("unsupported blob version " + std::to_string(v) +
+                                " (this build reads 1)");
+  }
+  if (LoadU16(h + header::kHeaderSize) != kHeaderBytes)
+    return DataLossError("bad header size field");
+  for (size_t i = header::kReserved; i < header::kHeaderCrc; ++i) {
+    if (h[i] != 0)
+      return InvalidArgumentError("reserved header byte " + std::to_string(i) + " is not zero");
+  }
+  if (h[header::kOrientation] != static_cast<uint8_t>(Orientation::kVK)) {
+    return InvalidArgumentError("blob orientation must be value-major (1)");
+  }
+  const uint16_t flags = LoadU16(h + header::kFlags);
+  if ((flags & ~kKnownFlags) != 0) return InvalidArgumentError("unknown header flags");
+  const BlobSpec s = *declared;
   LEAPCACHE_RETURN_IF_ERROR(ValidateSpec(s));
   const PayloadLayout l = ComputeLayout(s);
   if (LoadU32(h + header::kPayloadBytes) != l.payload_bytes) {

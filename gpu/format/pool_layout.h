@@ -19,9 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/format.h"
+#include "gpu/format/format.h"
+#include "gpu/format/status.h"
 #include "gpu/reference/window.h"
-#include "gpu/status.h"
 
 namespace leapcache {
 

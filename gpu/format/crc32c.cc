@@ -1,4 +1,4 @@
-#include "gpu/crc32c.h"
+#include "gpu/format/crc32c.h"
 
 #include <array>
 #include <cstring>

@@ -63,7 +63,7 @@ class [[nodiscard]] StatusOr {
   StatusOr(Status status)  // NOLINT
       : status_(status.ok() ? Status(StatusCode::kInternal, "StatusOr built from an OK status")
                             : std::move(status)) {}
-  StatusOr(T value) : value_(std::move(value)) {}                                    // NOLINT
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -94,9 +94,9 @@ class [[nodiscard]] StatusOr {
 #define LEAPCACHE_CONCAT_INNER_(a, b) a##b
 #define LEAPCACHE_CONCAT_(a, b) LEAPCACHE_CONCAT_INNER_(a, b)
 
-#define LEAPCACHE_RETURN_IF_ERROR(expr)             \
-  do {                                              \
-    ::leapcache::Status _leapcache_status = (expr); \
+#define LEAPCACHE_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::leapcache::Status _leapcache_status = (expr);        \
     if (!_leapcache_status.ok()) return _leapcache_status; \
   } while (0)
 

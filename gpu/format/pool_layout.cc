@@ -1,11 +1,11 @@
-#include "gpu/pool_layout.h"
+#include "gpu/format/pool_layout.h"
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "gpu/half.h"
+#include "gpu/format/half.h"
 
 namespace leapcache {
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU machine, with a bundle from scripts/stage_device_bundle.sh: runs the service's device
-# tests (attached decode on the kernels, the GPU memory tier, the kernel encoder, data-plane
-# transfers of device buffers between an engine process and the server process) and its
-# benchmarks (attached decode against the in-process kernels; put/get with and without the GPU
-# tier), and writes the logs, JSON and Markdown to RESULTS_DIR. With two GPUs it also runs
+# tests (attached decode on the kernels, the compute seam on device spans, the GPU memory tier,
+# the kernel encoder and decoder, data-plane transfers of device buffers and attached steps in
+# them between an engine process and the server process) and its benchmarks (attached decode
+# against the in-process kernels, in process and with the engine in its own process over CUDA
+# IPC; put/get with and without the GPU tier), and writes the logs, JSON and Markdown to RESULTS_DIR. With two GPUs it also runs
 # scripts/device_two_gpu_check.sh (the service on GPU 0, an engine on GPU 1: NCCL and the other
 # transports, transfers against cudaMemcpyPeer, attached decode across the GPUs).
 #
@@ -30,6 +31,36 @@ done
   status=1
 "$bundle/bin/leapcache-decode-bench" --backend=cuda --transport-only |
   tee "$out/decode_bench_transport_only.txt" || status=1
+# Attached decode with the engine in its own process over CUDA IPC: the server's kernels step
+# the engine's registered device buffer in place. Then the same under CUDA MPS (where installed),
+# where the two processes' kernels share the GPU without a context switch at every handoff.
+decode_ipc_runs=(plain)
+command -v nvidia-cuda-mps-control > /dev/null && decode_ipc_runs+=(mps)
+for run in "${decode_ipc_runs[@]}"; do
+  if [ "$run" = mps ]; then
+    export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d
+  fi
+  rm -f "$out/decode_server.port"
+  env -u LEAPCACHE_SERVER_BIN "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 \
+    --metrics-listen=127.0.0.1:0 --gpu-device=0 --compute-backend=cuda --decode-memory-budget=16GiB \
+    --max-message-bytes=64MiB --port-file="$out/decode_server.port" \
+    > "$out/decode_server_$run.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do [ -s "$out/decode_server.port" ] && break; sleep 0.1; done
+  mkdir -p "$out/decode_cuda_ipc_$run"
+  echo "attached decode over CUDA IPC ($run):"
+  timeout 300 "$bundle/bin/leapcache-decode-bench" --backend=cuda --data-plane=cuda_ipc \
+    --target="127.0.0.1:$(cat "$out/decode_server.port")" --out="$out/decode_cuda_ipc_$run" |
+    tee "$out/decode_bench_cuda_ipc_$run.txt" || status=1
+  kill -TERM "$server"
+  wait "$server" || true
+  if [ "$run" = mps ]; then
+    echo quit | nvidia-cuda-mps-control
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  fi
+done
 if [ "$gpus" -ge 2 ]; then
   "$(dirname "$0")/device_two_gpu_check.sh" "$bundle" "$out" || status=1
 fi

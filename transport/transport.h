@@ -98,6 +98,17 @@ class RemoteRegion {
  public:
   virtual ~RemoteRegion() = default;
   virtual const BufferDescriptor& descriptor() const = 0;
+
+  // The peer's buffer as this process addresses it on one of its CUDA devices, where the
+  // transport maps it in place (CUDA IPC): kernels on `device` may then read and write the
+  // buffer directly instead of moving its bytes with Execute. {nullptr, -1} where only Execute
+  // reaches it. The caller checks its ranges against descriptor() and the connection's health()
+  // before each use, as Execute does.
+  struct Mapping {
+    uint8_t* data = nullptr;
+    int device = -1;
+  };
+  virtual Mapping mapping() const { return {}; }
 };
 
 // The executing side's link to one peer. Not for concurrent use: callers serialize Execute on

@@ -82,4 +82,17 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
 Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_t* pool,
                     cudaStream_t stream);
 
+// One array for FindNonFinite: `count` elements of `dtype` (fp32, bf16 or fp16) in device memory.
+struct FiniteCheck {
+  const void* data = nullptr;
+  uint64_t count = 0;
+  DType dtype = DType::kFp32;
+};
+inline constexpr int kMaxFiniteChecks = 8;
+
+// For each of `count` (1..kMaxFiniteChecks) arrays, the index of its first element that is an
+// infinity or a NaN, or UINT64_MAX if every element is finite, written to first[i] (device
+// memory, `count` words; the call sets them before the scan). One launch for all of them.
+Status FindNonFinite(const FiniteCheck* checks, int count, uint64_t* first, cudaStream_t stream);
+
 }  // namespace leapcache::kernels

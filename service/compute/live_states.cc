@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "gpu/reference/window.h"
 
 namespace leapcache::compute {
@@ -16,6 +17,12 @@ size_t LiveStateBytes(const DecodeShape& shape) {
       static_cast<size_t>(shape.spec.p);
   return states * (ComputeLayout(shape.spec).blob_bytes() + records +
                    reference::WindowState::WindowHeaderBytes(shape.spec.kind, shape.spec.dk));
+}
+
+absl::Status LiveStates::CheckFinite(const LayerStep& step) {
+  (void)step;
+  return absl::InvalidArgumentError(
+      absl::StrCat("the ", name(), " backend takes step vectors in host memory only"));
 }
 
 }  // namespace leapcache::compute

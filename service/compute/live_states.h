@@ -77,6 +77,11 @@ class LiveStates {
   // padding). Inputs are checked before (DecodeSession); an error here is internal (a device
   // failure, a state the codec cannot hold) and names the (slot, layer, head).
   virtual absl::Status Step(const LayerStep& step, const LayerOutput& out) = 0;
+  // The finiteness check of a step whose vectors are in device memory, which the host cannot
+  // read: INVALID_ARGUMENT naming the first element of q, k, v, g or beta (in that order) that
+  // is an infinity or a NaN ("k[17] is not finite"), as the host check names it; OK if all are
+  // finite. Sizes are checked before. Moves no state. Backends without device memory refuse.
+  virtual absl::Status CheckFinite(const LayerStep& step);
 
   // Sets every (layer, head) state of `slot` to zero.
   virtual absl::Status Reset(int slot) = 0;

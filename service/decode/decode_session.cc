@@ -102,12 +102,6 @@ absl::Status DecodeSession::CheckSlot(int slot) const {
 
 absl::Status DecodeSession::CheckStep(const compute::LayerStep& in, const compute::LayerOutput& out) const {
   const compute::DecodeShape& s = info_.shape;
-  // Every input is checked finite before a state moves, which the host can only do on host
-  // memory: vectors in device memory wait for a check on the device.
-  if (in.memory != compute::Memory::kHost || out.memory != compute::Memory::kHost) {
-    return absl::InvalidArgumentError(
-        "a session's step vectors must be in host memory (no device-side input check yet)");
-  }
   if (in.layer < 0 || in.layer >= s.layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", in.layer, " is outside [0, ", s.layers, ")"));
@@ -142,12 +136,20 @@ absl::Status DecodeSession::CheckStep(const compute::LayerStep& in, const comput
   LC_RETURN_IF_ERROR(CheckSize("g", in.g.size(), bh * s.gate_size()));
   LC_RETURN_IF_ERROR(CheckSize("beta", in.beta.size(), bh));
   LC_RETURN_IF_ERROR(CheckSize("o", out.o.size(), bh * s.spec.dv * DTypeBytes(out.dtype)));
+  // Every input is checked finite before a state moves: here for host vectors, by the backend
+  // on its device for device vectors (Step).
+  if (in.memory == compute::Memory::kDevice) return absl::OkStatus();
   LC_RETURN_IF_ERROR(CheckFinite("q", in.dtype, in.q));
   LC_RETURN_IF_ERROR(CheckFinite("k", in.dtype, in.k));
   LC_RETURN_IF_ERROR(CheckFinite("v", in.dtype, in.v));
   LC_RETURN_IF_ERROR(CheckFinite("g", in.g));
   LC_RETURN_IF_ERROR(CheckFinite("beta", in.beta));
   return absl::OkStatus();
+}
+
+bool DecodeSession::takes_device_memory() const {
+  base::ReaderLock lock(&mu_);
+  return backend_ != nullptr && backend_->takes_device_memory();
 }
 
 void DecodeSession::Touch() { last_used_ns_.store(absl::ToUnixNanos(absl::Now())); }
@@ -157,6 +159,13 @@ absl::Status DecodeSession::Step(const compute::LayerStep& in, const compute::La
   Touch();
   base::WriterLock lock(&mu_);
   LC_RETURN_IF_ERROR(CheckOpen());
+  const bool device =
+      in.memory == compute::Memory::kDevice || out.memory == compute::Memory::kDevice;
+  if (device && !backend_->takes_device_memory()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this session's ", backend_->name(), " backend takes step vectors in host memory only"));
+  }
+  if (in.memory == compute::Memory::kDevice) LC_RETURN_IF_ERROR(backend_->CheckFinite(in));
   LC_RETURN_IF_ERROR(backend_->Step(in, out));
   ++steps_;
   request_steps_ += static_cast<uint64_t>(

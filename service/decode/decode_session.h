@@ -45,6 +45,10 @@ class DecodeSession {
                 core::CheckpointStore* store);
   const SessionInfo& info() const { return info_; }
 
+  // Whether Step takes vectors in device memory (of the server's GPU): the CUDA backend's
+  // sessions, which check them finite on the device. False once ended.
+  bool takes_device_memory() const;
+
   // out.o must hold batch x heads x dv elements of out.dtype.
   absl::Status Step(const compute::LayerStep& in, const compute::LayerOutput& out);
   absl::Status Reset(int slot);

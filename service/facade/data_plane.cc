@@ -338,7 +338,8 @@ absl::Status DataPlane::Put(const DataPlaneCall& call, uint64_t session_id, uint
 
 absl::Status DataPlane::Step(const DataPlaneCall& call, uint64_t session_id, uint64_t buffer_id,
                              uint64_t in_offset, std::span<uint8_t> in, uint64_t out_offset,
-                             std::span<uint8_t> out, absl::FunctionRef<absl::Status()> compute) {
+                             std::span<uint8_t> out, bool device_compute,
+                             absl::FunctionRef<absl::Status(const StepVectors&)> compute) {
   LC_ASSIGN_OR_RETURN(EngineSessionTable::Use use, SessionFor(call, session_id));
   EngineSession& s = *use;
   absl::MutexLock lock(&s.mu);
@@ -351,10 +352,20 @@ absl::Status DataPlane::Step(const DataPlaneCall& call, uint64_t session_id, uin
     if (!st.ok() && ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use.id(), s);
     return st;
   };
+  // In place: the kernels read the engine's inputs and write its output where they are.
+  const transport::RemoteRegion::Mapping mapped = region->mapping();
+  if (device_compute && mapped.data != nullptr && mapped.device == options_.cuda_device) {
+    LC_RETURN_IF_ERROR(moved(s.connection->health()));
+    const absl::Status computed = compute({{mapped.data + in_offset, in.size()},
+                                           {mapped.data + out_offset, out.size()},
+                                           compute::Memory::kDevice});
+    LC_RETURN_IF_ERROR(moved(s.connection->health()));
+    return computed;
+  }
   const transport::TransferOp read{transport::Direction::kRead, in, in_offset};
   LC_RETURN_IF_ERROR(moved(s.connection->Settle(deadline)));
   LC_RETURN_IF_ERROR(moved(s.connection->Execute(*region, {&read, 1}, deadline)));
-  const absl::Status computed = compute();
+  const absl::Status computed = compute({in, out, compute::Memory::kHost});
   if (!computed.ok() && !s.connection->two_sided()) return computed;
   // The engine waits for o before its next step: settle now rather than at the next call.
   const transport::TransferOp write{transport::Direction::kWrite, out, out_offset};

@@ -149,13 +149,23 @@ class DataPlane {
                    uint64_t offset, uint64_t length, uint32_t crc32c,
                    absl::FunctionRef<absl::StatusOr<PutArgs>()> request, TransferTimes* times);
   // A decode step whose vectors travel over the data plane (decode.proto, StepRequest.buffers):
-  // under the session's lock, reads `in` from the engine's buffer at `in_offset`, runs `compute`,
-  // and writes `out` at `out_offset`. Over a two-sided transport `out` is written whenever `in`
-  // was read, even if `compute` failed (the engine posted its receive). Errors: the session's and
+  // under the session's lock, `compute` runs on the step's packed inputs and writes its output.
+  // Where the engine's buffer is mapped on the service's device (CUDA IPC) and `device_compute`
+  // (the decode session's backend takes device memory), it runs on the buffer in place: inputs
+  // at `in_offset`, output at `out_offset`, device memory, no copy. Otherwise `in` (host
+  // staging of the inputs' size) is read from the buffer first and `out` (of the output's size)
+  // written to it after; over a two-sided transport `out` is written whenever `in` was read,
+  // even if `compute` failed (the engine posted its receive). Errors: the session's and
   // buffer's as for Get, then `compute`'s.
+  struct StepVectors {
+    std::span<const uint8_t> in;
+    std::span<uint8_t> out;
+    compute::Memory memory = compute::Memory::kHost;
+  };
   absl::Status Step(const DataPlaneCall& call, uint64_t session_id, uint64_t buffer_id,
                     uint64_t in_offset, std::span<uint8_t> in, uint64_t out_offset,
-                    std::span<uint8_t> out, absl::FunctionRef<absl::Status()> compute);
+                    std::span<uint8_t> out, bool device_compute,
+                    absl::FunctionRef<absl::Status(const StepVectors&)> compute);
 
   size_t sessions() const { return sessions_.size(); }
   const DataPlaneTransports& transports() const { return *transports_; }

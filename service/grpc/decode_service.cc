@@ -165,23 +165,30 @@ absl::Status DecodeService::StepOverDataPlane(const grpc::ServerContext& context
   LC_ASSIGN_OR_RETURN(const std::string caller, auth_->Caller(context));
   return data_plane_->Step(
       DataPlaneCallOf(context, caller), b.data_plane_session_id(), b.buffer_id(), b.input_offset(),
-      stream->in, b.output_offset(), stream->out, [&]() -> absl::Status {
-        const uint8_t* p = stream->in.data();
-        // g and beta are copied out: the packed buffer gives them no float alignment.
-        stream->g.resize(g_count);
-        stream->beta.resize(bh);
-        std::memcpy(stream->g.data(), p + 2 * qk_bytes + v_bytes, g_count * sizeof(float));
-        std::memcpy(stream->beta.data(), p + 2 * qk_bytes + v_bytes + g_count * sizeof(float),
-                    bh * sizeof(float));
-        const compute::LayerStep in{ToInt(request.layer()),
-                                   slot,
-                                   in_dtype,
-                                   {p, qk_bytes},
-                                   {p + qk_bytes, qk_bytes},
-                                   {p + 2 * qk_bytes, v_bytes},
-                                   stream->g,
-                                   stream->beta};
-        return session.Step(in, {out_dtype, stream->out});
+      stream->in, b.output_offset(), stream->out, session.takes_device_memory(),
+      [&](const DataPlane::StepVectors& x) -> absl::Status {
+        const uint8_t* p = x.in.data();
+        const uint8_t* g = p + 2 * qk_bytes + v_bytes;
+        const uint8_t* beta = g + g_count * sizeof(float);
+        std::span<const float> g_span, beta_span;
+        if (x.memory == compute::Memory::kDevice) {
+          // The backend reads them in place where the kernels' alignment allows, else copies
+          // them on the device.
+          g_span = {reinterpret_cast<const float*>(g), g_count};
+          beta_span = {reinterpret_cast<const float*>(beta), bh};
+        } else {
+          // Copied out: the packed buffer gives them no float alignment.
+          stream->g.resize(g_count);
+          stream->beta.resize(bh);
+          std::memcpy(stream->g.data(), g, g_count * sizeof(float));
+          std::memcpy(stream->beta.data(), beta, bh * sizeof(float));
+          g_span = stream->g;
+          beta_span = stream->beta;
+        }
+        const compute::LayerStep in{
+            ToInt(request.layer()),      slot,   in_dtype,  {p, qk_bytes}, {p + qk_bytes, qk_bytes},
+            {p + 2 * qk_bytes, v_bytes}, g_span, beta_span, x.memory};
+        return session.Step(in, {out_dtype, x.out, x.memory});
       });
 }
 

@@ -953,6 +953,102 @@ TEST_P(TrajectoryTest, ReadoutErrorMatchesCpuTable) {
 INSTANTIATE_TEST_SUITE_P(All, TrajectoryTest, ::testing::Values(StateKind::kGdn, StateKind::kKda));
 
 // ---------------------------------------------------------------------------------------------
+// FindNonFinite against the host's std::isfinite: fp32, bf16 and fp16 arrays at every alignment
+// (16-byte words and the scalar tail), several offenders per array (the first is named), arrays
+// with none, and every non-finite class (+-inf, quiet and signalling NaNs, any payload).
+
+std::vector<uint8_t> FiniteArray(DType dtype, size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1e3f);
+  const size_t e = DTypeBytes(dtype);
+  std::vector<uint8_t> bytes(n * e);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = nd(rng);
+    if (dtype == DType::kFp32) {
+      std::memcpy(bytes.data() + i * 4, &f, 4);
+    } else {
+      const uint16_t w = dtype == DType::kBf16 ? FloatToBf16(f) : FloatToHalf(f / 64.0f);
+      std::memcpy(bytes.data() + i * 2, &w, 2);
+    }
+  }
+  // The largest finite values sit right below an all-ones exponent.
+  const uint32_t largest = dtype == DType::kFp32   ? 0x7F7FFFFFu
+                           : dtype == DType::kBf16 ? 0x7F7Fu
+                                                   : 0x7BFFu;
+  if (n > 0) std::memcpy(bytes.data() + (n / 2) * e, &largest, e);
+  return bytes;
+}
+
+uint64_t HostFirstNonFinite(DType dtype, const std::vector<uint8_t>& bytes) {
+  const size_t e = DTypeBytes(dtype);
+  for (size_t i = 0; i < bytes.size() / e; ++i) {
+    float f;
+    if (dtype == DType::kFp32) {
+      std::memcpy(&f, bytes.data() + i * 4, 4);
+    } else {
+      uint16_t w;
+      std::memcpy(&w, bytes.data() + i * 2, 2);
+      f = dtype == DType::kBf16 ? Bf16ToFloat(w) : HalfToFloat(w);
+    }
+    if (!std::isfinite(f)) return i;
+  }
+  return UINT64_MAX;
+}
+
+TEST(FindNonFiniteTest, NamesTheFirstNonFiniteElementAsTheHostDoes) {
+  std::mt19937 rng(41);
+  const DType dtypes[3] = {DType::kFp32, DType::kBf16, DType::kFp16};
+  // Exponent all ones with a few mantissas: infinities and NaNs of each type.
+  const std::vector<uint32_t> bad32 = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u,
+                                       0xFFFFFFFFu};
+  const std::vector<uint32_t> bad16[2] = {{0x7F80u, 0xFF80u, 0x7FC0u, 0x7F81u, 0xFFFFu},
+                                          {0x7C00u, 0xFC00u, 0x7E00u, 0x7C01u, 0xFFFFu}};
+  int cases = 0;
+  for (int round = 0; round < 40; ++round) {
+    FiniteCheck checks[kMaxFiniteChecks];
+    std::vector<std::vector<uint8_t>> host(kMaxFiniteChecks);
+    std::vector<DeviceBuffer<uint8_t>> dev;
+    const int count = 1 + round % kMaxFiniteChecks;
+    for (int i = 0; i < count; ++i) {
+      const DType dtype = dtypes[(round + i) % 3];
+      const size_t e = DTypeBytes(dtype);
+      const size_t n = std::uniform_int_distribution<size_t>(0, 70000)(rng);
+      host[i] = FiniteArray(dtype, n, rng);
+      const int offenders = n == 0 ? 0 : std::uniform_int_distribution<int>(0, 3)(rng);
+      for (int k = 0; k < offenders; ++k) {
+        const size_t at = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+        const size_t which = std::uniform_int_distribution<size_t>(0, 4)(rng);
+        const uint32_t bits =
+            dtype == DType::kFp32 ? bad32[which] : bad16[dtype == DType::kBf16 ? 0 : 1][which];
+        std::memcpy(host[i].data() + at * e, &bits, e);
+      }
+      // Misaligned by whole elements: the words path, the tail path and their seam.
+      const size_t shift = std::uniform_int_distribution<size_t>(0, 16 / e - 1)(rng) * e;
+      dev.emplace_back(host[i].size() + shift + 16);
+      LEAPCACHE_CUDA_CHECK(cudaMemset(dev.back().get(), 0xFF, host[i].size() + shift + 16));
+      if (!host[i].empty()) {
+        LEAPCACHE_CUDA_CHECK(cudaMemcpy(dev.back().get() + shift, host[i].data(), host[i].size(),
+                                        cudaMemcpyHostToDevice));
+      }
+      checks[i] = {dev.back().get() + shift, n, dtype};
+    }
+    DeviceBuffer<uint64_t> first(kMaxFiniteChecks);
+    ASSERT_TRUE(FindNonFinite(checks, count, first.get(), nullptr).ok());
+    const std::vector<uint64_t> got = first.Download();
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(got[i], HostFirstNonFinite(checks[i].dtype, host[i]))
+          << "round " << round << " array " << i << " dtype " << DTypeName(checks[i].dtype) << " n "
+          << checks[i].count;
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 100);
+  DeviceBuffer<uint64_t> first(1);
+  const FiniteCheck none{nullptr, 5, DType::kFp32};
+  EXPECT_EQ(FindNonFinite(&none, 1, first.get(), nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindNonFinite(&none, 0, first.get(), nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Launchers reject bad arguments with a message naming them.
 
 TEST(LaunchChecks, RejectBadArguments) {

@@ -56,15 +56,17 @@ class CudaIpcRegistration final : public Registration {
 
 class CudaIpcRegion final : public RemoteRegion {
  public:
-  CudaIpcRegion(void* base, uint8_t* buffer, BufferDescriptor d)
-      : base_(base), buffer_(buffer), descriptor_(std::move(d)) {}
+  CudaIpcRegion(void* base, uint8_t* buffer, int device, BufferDescriptor d)
+      : base_(base), buffer_(buffer), device_(device), descriptor_(std::move(d)) {}
   ~CudaIpcRegion() override { cudaIpcCloseMemHandle(base_); }
   const BufferDescriptor& descriptor() const override { return descriptor_; }
+  Mapping mapping() const override { return {buffer_, device_}; }
   uint8_t* buffer() const { return buffer_; }
 
  private:
   void* base_;
   uint8_t* buffer_;
+  int device_;  // where it is mapped: the service's device
   BufferDescriptor descriptor_;
 };
 
@@ -113,7 +115,7 @@ class CudaIpcConnection final : public PeerConnection {
       return inside;
     }
     return std::unique_ptr<RemoteRegion>(
-        new CudaIpcRegion(base, static_cast<uint8_t*>(base) + key.offset, d));
+        new CudaIpcRegion(base, static_cast<uint8_t*>(base) + key.offset, device_, d));
   }
 
   absl::Status Execute(RemoteRegion& region, std::span<const TransferOp> ops,

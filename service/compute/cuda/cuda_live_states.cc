@@ -76,6 +76,9 @@ absl::StatusOr<std::unique_ptr<CudaLiveStates>> CudaLiveStates::Create(
       LC_CUDA_STATUS(cudaMallocHost(&b->h_out_, sizeof(float) * out_floats), "cudaMallocHost"));
   LC_RETURN_IF_ERROR(
       LC_CUDA_STATUS(cudaMallocHost(&b->h_slot_, sizeof(int32_t) * shape.slots), "cudaMallocHost"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMalloc(&b->d_first_, sizeof(uint64_t) * 5), "cudaMalloc"));
+  LC_RETURN_IF_ERROR(
+      LC_CUDA_STATUS(cudaMallocHost(&b->h_first_, sizeof(uint64_t) * 5), "cudaMallocHost"));
   for (int s = 0; s < shape.slots; ++s) LC_RETURN_IF_ERROR(b->Reset(s));
   return b;
 }
@@ -90,6 +93,8 @@ CudaLiveStates::~CudaLiveStates() {
   cudaFreeHost(h_in_);
   cudaFreeHost(h_out_);
   cudaFreeHost(h_slot_);
+  cudaFree(d_first_);
+  cudaFreeHost(h_first_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -182,6 +187,34 @@ absl::Status CudaLiveStates::Step(const LayerStep& step, const LayerOutput& out)
            "cudaMemcpyAsync"));
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "decode step"));
   std::memcpy(out.o.data(), h_out_, out.o.size());
+  return absl::OkStatus();
+}
+
+absl::Status CudaLiveStates::CheckFinite(const LayerStep& step) {
+  if (step.memory != Memory::kDevice) {
+    return absl::InvalidArgumentError("CheckFinite is for step vectors in device memory");
+  }
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
+  const char* names[5] = {"q", "k", "v", "g", "beta"};
+  const size_t e = DTypeBytes(step.dtype);
+  const kernels::FiniteCheck checks[5] = {
+      {step.q.data(), step.q.size() / e, step.dtype},
+      {step.k.data(), step.k.size() / e, step.dtype},
+      {step.v.data(), step.v.size() / e, step.dtype},
+      {step.g.data(), step.g.size(), DType::kFp32},
+      {step.beta.data(), step.beta.size(), DType::kFp32},
+  };
+  LC_RETURN_IF_ERROR(base::FromFormatStatus(kernels::FindNonFinite(checks, 5, d_first_, stream_)));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
+      cudaMemcpyAsync(h_first_, d_first_, sizeof(uint64_t) * 5, cudaMemcpyDeviceToHost, stream_),
+      "cudaMemcpyAsync"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "finiteness check"));
+  for (int i = 0; i < 5; ++i) {
+    if (h_first_[i] != UINT64_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(names[i], "[", h_first_[i], "] is not finite"));
+    }
+  }
   return absl::OkStatus();
 }
 

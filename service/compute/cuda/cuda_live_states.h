@@ -32,6 +32,8 @@ class CudaLiveStates final : public LiveStates {
   const char* name() const override { return "cuda"; }
   bool takes_device_memory() const override { return true; }
   absl::Status Step(const LayerStep& step, const LayerOutput& out) override;
+  // One kernel over the five vectors (kernels::FindNonFinite) and one wait for its answer.
+  absl::Status CheckFinite(const LayerStep& step) override;
   absl::Status Reset(int slot) override;
   absl::Status Load(int slot, std::span<const std::span<const uint8_t>> blobs) override;
   absl::StatusOr<std::vector<std::vector<uint8_t>>> Export(int slot) override;
@@ -58,6 +60,8 @@ class CudaLiveStates final : public LiveStates {
   float* h_in_ = nullptr;   // pinned mirrors
   float* h_out_ = nullptr;
   int32_t* h_slot_ = nullptr;
+  uint64_t* d_first_ = nullptr;  // CheckFinite's answer: a first non-finite index per vector
+  uint64_t* h_first_ = nullptr;  // its pinned mirror
 };
 
 }  // namespace leapcache::compute

@@ -100,6 +100,14 @@ TEST_F(DecodeSessionTest, BadStepsAreRefusedAndChangeNothing) {
     EXPECT_NE(st16.message().find(absl::StrCat("k[", k16.size() - 1, "]")), std::string::npos)
         << st16;
   }
+  // The CPU backend cannot read device memory: vectors said to be there are refused, by name.
+  {
+    LayerStep on_device = good.Step(0, slots);
+    on_device.memory = compute::Memory::kDevice;
+    const absl::Status st = session->Step(on_device, Fp32Out(o));
+    EXPECT_EQ(st.code(), kBad);
+    EXPECT_NE(st.message().find("host memory only"), std::string::npos) << st;
+  }
   EXPECT_EQ(session->Reset(4).code(), kBad);
   EXPECT_EQ(session->Commit(-1, HashOf(1), PositionAt(1)).code(), kBad);
 

@@ -61,9 +61,14 @@ __global__ void __launch_bounds__(kThreads) FindNonFiniteKernel(FiniteArgs a) {
   for (uint64_t i = t0; i < words && found == ~0ull; i += stride) {
     found = FirstInWord(__ldg(w + i), wide, mask, i * lanes);
   }
+  // The tail, or all of an array that is not 16-byte aligned: byte loads, since an engine's
+  // packed buffer gives no element alignment either (a misaligned wide load is a fault that
+  // poisons the whole CUDA context).
+  const uint8_t* bytes = static_cast<const uint8_t*>(c.data);
+  const int width = wide ? 4 : 2;
   for (uint64_t e = words * lanes + t0; e < c.count && found == ~0ull; e += stride) {
-    const uint32_t bits =
-        wide ? static_cast<const uint32_t*>(c.data)[e] : static_cast<const uint16_t*>(c.data)[e];
+    uint32_t bits = 0;
+    for (int b = 0; b < width; ++b) bits |= static_cast<uint32_t>(bytes[e * width + b]) << (8 * b);
     if (NonFinite(bits, mask)) found = e;
   }
   if (found != ~0ull) atomicMin(a.first + blockIdx.y, found);

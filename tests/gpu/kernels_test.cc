@@ -953,9 +953,10 @@ TEST_P(TrajectoryTest, ReadoutErrorMatchesCpuTable) {
 INSTANTIATE_TEST_SUITE_P(All, TrajectoryTest, ::testing::Values(StateKind::kGdn, StateKind::kKda));
 
 // ---------------------------------------------------------------------------------------------
-// FindNonFinite against the host's std::isfinite: fp32, bf16 and fp16 arrays at every alignment
-// (16-byte words and the scalar tail), several offenders per array (the first is named), arrays
-// with none, and every non-finite class (+-inf, quiet and signalling NaNs, any payload).
+// FindNonFinite against the host's std::isfinite: fp32, bf16 and fp16 arrays at every byte
+// offset (16-byte words, the scalar tail, no element alignment at all), several offenders per
+// array (the first is named), arrays with none, and every non-finite class (+-inf, quiet and
+// signalling NaNs, any payload).
 
 std::vector<uint8_t> FiniteArray(DType dtype, size_t n, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 1e3f);
@@ -1021,8 +1022,9 @@ TEST(FindNonFiniteTest, NamesTheFirstNonFiniteElementAsTheHostDoes) {
             dtype == DType::kFp32 ? bad32[which] : bad16[dtype == DType::kBf16 ? 0 : 1][which];
         std::memcpy(host[i].data() + at * e, &bits, e);
       }
-      // Misaligned by whole elements: the words path, the tail path and their seam.
-      const size_t shift = std::uniform_int_distribution<size_t>(0, 16 / e - 1)(rng) * e;
+      // Any byte offset: the words path, the tail and their seam, and arrays aligned to no
+      // element (an engine's packed buffer at an odd offset).
+      const size_t shift = std::uniform_int_distribution<size_t>(0, 15)(rng);
       dev.emplace_back(host[i].size() + shift + 16);
       LEAPCACHE_CUDA_CHECK(cudaMemset(dev.back().get(), 0xFF, host[i].size() + shift + 16));
       if (!host[i].empty()) {

@@ -5,7 +5,8 @@
 // memory and CMA between processes of one host, tcp, RDMA); CUDA device memory directly only if
 // the UCX found at run time reports UCS_MEMORY_TYPE_CUDA among the context's memory types.
 // Debian's UCX 1.13 is built without CUDA transports, so there CUDA buffers are staged through
-// pinned host memory by their owner (cuda_staging.h) and capabilities().cuda says kStaged.
+// pinned host memory by their owner (PinnedHostBuffer, transport/device/device_memory.h) and
+// capabilities().cuda says kStaged.
 // Thread-safe (the context is created for multi-threaded workers).
 #pragma once
 

@@ -31,21 +31,27 @@ done
   status=1
 "$bundle/bin/leapcache-decode-bench" --backend=cuda --transport-only |
   tee "$out/decode_bench_transport_only.txt" || status=1
+# CUDA MPS for the runs that ask for it: one daemon, its pipes and logs under the results.
+mps_start() {
+  export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d
+}
+mps_stop() {
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
 # Attached decode with the engine in its own process over CUDA IPC: the server's kernels step
 # the engine's registered device buffer in place. Then the same under CUDA MPS (where installed),
 # where the two processes' kernels share the GPU without a context switch at every handoff.
 decode_ipc_runs=(plain)
 command -v nvidia-cuda-mps-control > /dev/null && decode_ipc_runs+=(mps)
 for run in "${decode_ipc_runs[@]}"; do
-  if [ "$run" = mps ]; then
-    export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    nvidia-cuda-mps-control -d
-  fi
+  if [ "$run" = mps ]; then mps_start; fi
   rm -f "$out/decode_server.port"
   env -u LEAPCACHE_SERVER_BIN "$bundle/bin/leapcache-server" --listen=127.0.0.1:0 \
-    --metrics-listen=127.0.0.1:0 --gpu-device=0 --compute-backend=cuda --decode-memory-budget=16GiB \
-    --max-message-bytes=64MiB --port-file="$out/decode_server.port" \
+    --metrics-listen=127.0.0.1:0 --gpu-device=0 --compute-backend=cuda \
+    --decode-memory-budget=16GiB --max-message-bytes=64MiB --port-file="$out/decode_server.port" \
     > "$out/decode_server_$run.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do [ -s "$out/decode_server.port" ] && break; sleep 0.1; done
@@ -56,10 +62,7 @@ for run in "${decode_ipc_runs[@]}"; do
     tee "$out/decode_bench_cuda_ipc_$run.txt" || status=1
   kill -TERM "$server"
   wait "$server" || true
-  if [ "$run" = mps ]; then
-    echo quit | nvidia-cuda-mps-control
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-  fi
+  if [ "$run" = mps ]; then mps_stop; fi
 done
 if [ "$gpus" -ge 2 ]; then
   "$(dirname "$0")/device_two_gpu_check.sh" "$bundle" "$out" || status=1
@@ -82,11 +85,7 @@ for run in "${runs[@]}"; do
     host_unmapped) flags=(--compute-backend=cuda --host-tier-mapping=off) ;;
     gpu_tier | gpu_tier_mps) flags=(--gpu-memory-budget=4GiB --gpu-device=0) ;;
   esac
-  if [ "$run" = gpu_tier_mps ]; then
-    export CUDA_MPS_PIPE_DIRECTORY="$out/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    nvidia-cuda-mps-control -d
-  fi
+  if [ "$run" = gpu_tier_mps ]; then mps_start; fi
   rm -f "$out/server.port"
   # The tests find the server through LEAPCACHE_SERVER_BIN; the server reads LEAPCACHE_* as its
   # settings, so it starts without it. The bench reads the per-phase times of the transfers
@@ -104,10 +103,7 @@ for run in "${runs[@]}"; do
     grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_$run.md" || status=1
   kill -TERM "$server"
   wait "$server" || true
-  if [ "$run" = gpu_tier_mps ]; then
-    echo quit | nvidia-cuda-mps-control
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-  fi
+  if [ "$run" = gpu_tier_mps ]; then mps_stop; fi
 done
 for budget in 0 4294967296; do
   "$bundle/bin/leapcache-service-bench" --seconds=1 --reps=3 --gpu-memory-budget=$budget |

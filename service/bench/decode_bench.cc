@@ -28,8 +28,7 @@
 // live states in its decode budget (the bench opens one session at a time), e.g.:
 //
 //   leapcache-server --listen=127.0.0.1:0 --port-file=PORT --metrics-listen= --gpu-device=0
-//                    --compute-backend=cuda --decode-memory-budget=16GiB --max-message-bytes=64MiB
-//                    &
+//       --compute-backend=cuda --decode-memory-budget=16GiB --max-message-bytes=64MiB &
 //   leapcache-decode-bench --backend=cuda --local-device=1 --target=127.0.0.1:$(cat PORT)
 #include <algorithm>
 #include <chrono>

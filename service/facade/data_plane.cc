@@ -347,6 +347,12 @@ absl::Status DataPlane::Step(const DataPlaneCall& call, uint64_t session_id, uin
   LC_ASSIGN_OR_RETURN(transport::RemoteRegion* const region, FindBuffer(s, buffer_id));
   LC_RETURN_IF_ERROR(CheckRange(region->descriptor(), in_offset, in.size(), "the step's inputs"));
   LC_RETURN_IF_ERROR(CheckRange(region->descriptor(), out_offset, out.size(), "the step's o"));
+  // Kernels that step the buffer in place would read inputs that o overwrites.
+  if (in_offset < out_offset + out.size() && out_offset < in_offset + in.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the step's o [", out_offset, ", +", out.size(),
+                                                   ") overlaps its inputs [", in_offset, ", +",
+                                                   in.size(), ")"));
+  }
   const absl::Time deadline = TransferDeadline(call);
   auto moved = [&](const absl::Status& st) {
     if (!st.ok() && ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use.id(), s);

@@ -155,8 +155,9 @@ class DataPlane {
   // at `in_offset`, output at `out_offset`, device memory, no copy. Otherwise `in` (host
   // staging of the inputs' size) is read from the buffer first and `out` (of the output's size)
   // written to it after; over a two-sided transport `out` is written whenever `in` was read,
-  // even if `compute` failed (the engine posted its receive). Errors: the session's and
-  // buffer's as for Get, then `compute`'s.
+  // even if `compute` failed (the engine posted its receive). Errors: INVALID_ARGUMENT if the
+  // output's range overlaps the inputs'; the session's and buffer's as for Get, then
+  // `compute`'s.
   struct StepVectors {
     std::span<const uint8_t> in;
     std::span<uint8_t> out;

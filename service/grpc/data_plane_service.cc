@@ -47,7 +47,8 @@ absl::StatusOr<transport::MemoryKind> MemoryFromProto(v1::MemoryKind kind) {
 }  // namespace
 
 DataPlaneCall DataPlaneCallOf(const grpc::ServerContext& context, std::string_view caller) {
-  DataPlaneCall call{caller};
+  DataPlaneCall call;
+  call.caller = caller;
   if (const auto deadline = context.deadline();
       deadline != std::chrono::system_clock::time_point::max()) {
     call.deadline = absl::FromChrono(deadline);

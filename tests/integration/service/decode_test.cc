@@ -363,6 +363,12 @@ TEST_F(DecodeTest, DataPlaneStepsCheckTheirBuffersAndSessions) {
   for (size_t i = 0; i < bh; ++i) f[bh * 3 * kDim + bh + i] = 0.5f;  // beta
   step.buffer = *ok_id;
   step.input_offset = 0;
+  // An o that overlaps the inputs (which kernels stepping the buffer in place would overwrite
+  // as they read them) is refused, and nothing advances.
+  step.output_offset = in_bytes - 4;
+  const absl::Status overlap = session->StepInBuffer(**engine, step);
+  EXPECT_EQ(overlap.code(), absl::StatusCode::kInvalidArgument) << overlap;
+  EXPECT_NE(overlap.message().find("overlaps its inputs"), std::string::npos) << overlap;
   step.output_offset = in_bytes;
   const absl::Status first = session->StepInBuffer(**engine, step);
   EXPECT_TRUE(first.ok()) << first;

@@ -1,9 +1,11 @@
 // CUDA IPC between an engine and the service on one host: the engine exports its device buffer
 // (cudaIpcGetMemHandle of the allocation that holds it, plus the buffer's offset in it) and the
 // service maps it (cudaIpcOpenMemHandle) and copies checkpoints into or out of it with
-// cudaMemcpy, so the service still drives every transfer as with UCX.
+// cudaMemcpy, so the service still drives every transfer as with UCX. The mapped buffer is
+// also offered to the service's kernels in place (RemoteRegion::mapping): attached decode steps
+// the engine's vectors where they are.
 //
-// Why this direction: the service's pool is host memory (the CPU backend has no GPU tier to
+// Why this direction: the service's tiers may be host memory (a CPU build has no GPU tier to
 // export), and mapping the engine's buffer keeps one model for every transport: the engine
 // registers, the service moves bytes, a dead engine is a failed transfer on the service's side.
 // The engine's liveness is its process (same host: kill(pid, 0)); a transfer to a process that

@@ -1,5 +1,5 @@
 // CRC-32C of device memory on the device (how an engine checks a checkpoint that landed in its
-// GPU memory) against the host's Crc32c of the same bytes: lengths around the 4 KiB chunks and
+// GPU memory) against the host's Crc32c of the same bytes: lengths around the 256-byte chunks and
 // the 16-byte loads, unaligned starts, a checkpoint-sized buffer; host memory is refused.
 #include "transport/device/device_crc32c.h"
 

@@ -42,7 +42,8 @@ mps_stop() {
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 # Attached decode with the engine in its own process over CUDA IPC: the server's kernels step
-# the engine's registered device buffer in place. Then the same under CUDA MPS (where installed),
+# the engine's registered device buffer in place, each step sent through the shared-memory step
+# channel and, for comparison, through the gRPC Step stream. Then the same under CUDA MPS (where installed),
 # where the two processes' kernels share the GPU without a context switch at every handoff.
 decode_ipc_runs=(plain)
 command -v nvidia-cuda-mps-control > /dev/null && decode_ipc_runs+=(mps)
@@ -55,11 +56,17 @@ for run in "${decode_ipc_runs[@]}"; do
     > "$out/decode_server_$run.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do [ -s "$out/decode_server.port" ] && break; sleep 0.1; done
-  mkdir -p "$out/decode_cuda_ipc_$run"
-  echo "attached decode over CUDA IPC ($run):"
-  timeout 300 "$bundle/bin/leapcache-decode-bench" --backend=cuda --data-plane=cuda_ipc \
-    --target="127.0.0.1:$(cat "$out/decode_server.port")" --out="$out/decode_cuda_ipc_$run" |
-    tee "$out/decode_bench_cuda_ipc_$run.txt" || status=1
+  # Each step through the shared-memory step channel, then through the gRPC Step stream.
+  for path in channel stream; do
+    mkdir -p "$out/decode_cuda_ipc_${run}_$path"
+    echo "attached decode over CUDA IPC ($run, $path):"
+    flag=shm
+    [ "$path" = stream ] && flag=stream
+    timeout 300 "$bundle/bin/leapcache-decode-bench" --backend=cuda --data-plane=cuda_ipc \
+      --step-channel=$flag --target="127.0.0.1:$(cat "$out/decode_server.port")" \
+      --out="$out/decode_cuda_ipc_${run}_$path" |
+      tee "$out/decode_bench_cuda_ipc_${run}_$path.txt" || status=1
+  done
   kill -TERM "$server"
   wait "$server" || true
   if [ "$run" = mps ]; then mps_stop; fi

@@ -6,7 +6,10 @@ DecodeMetrics::DecodeMetrics(metrics::Registry* r, uint64_t memory_budget)
     : sessions_(r->AddGauge("leapcache_decode_sessions", "Open attached-decode sessions.").Add({})),
       state_bytes_(r->AddGauge("leapcache_decode_state_bytes",
                                "Live-state memory held by attached-decode sessions.")
-                       .Add({})) {
+                       .Add({})),
+      step_channels_(r->AddGauge("leapcache_decode_step_channels",
+                                 "Open decode step channels (same-host engines' shared memory).")
+                         .Add({})) {
   r->AddGauge("leapcache_decode_memory_budget_bytes", "Live-state memory budget of decode.")
       .Add({})
       .Set(static_cast<double>(memory_budget));
@@ -36,8 +39,9 @@ DecodeMetrics::DecodeMetrics(metrics::Registry* r, uint64_t memory_budget)
     counters_.push_back({&r->AddCounter(f.name, f.help).Add({}), f.field});
 }
 
-void DecodeMetrics::Update(const decode::TableStats& s) {
+void DecodeMetrics::Update(const decode::TableStats& s, int step_channels) {
   sessions_.Set(static_cast<double>(s.sessions));
+  step_channels_.Set(static_cast<double>(step_channels));
   state_bytes_.Set(static_cast<double>(s.state_bytes));
   absl::MutexLock lock(&mu_);
   for (Mirror& m : counters_) {

@@ -2,7 +2,8 @@
 // families, refreshed at scrape time like StoreMetrics.
 //
 //   gauges   leapcache_decode_sessions, leapcache_decode_state_bytes,
-//            leapcache_decode_memory_budget_bytes
+//            leapcache_decode_memory_budget_bytes, leapcache_decode_step_channels (open step
+//            channels: a same-host engine's shared-memory mailbox, decode.proto)
 //   counters leapcache_decode_sessions_opened_total, leapcache_decode_sessions_closed_total,
 //            leapcache_decode_sessions_reaped_total, leapcache_decode_sessions_refused_total,
 //            leapcache_decode_steps_total, leapcache_decode_request_steps_total
@@ -26,7 +27,7 @@ class DecodeMetrics {
   DecodeMetrics& operator=(const DecodeMetrics&) = delete;
 
   // Thread-safe; counters advance by the snapshot's increase since the last update.
-  void Update(const decode::TableStats& stats);
+  void Update(const decode::TableStats& stats, int step_channels);
 
  private:
   struct Mirror {
@@ -36,6 +37,7 @@ class DecodeMetrics {
   };
   metrics::Gauge& sessions_;
   metrics::Gauge& state_bytes_;
+  metrics::Gauge& step_channels_;
   absl::Mutex mu_;
   std::vector<Mirror> counters_ ABSL_GUARDED_BY(mu_);
 };

@@ -10,13 +10,17 @@
 //
 //   leapcache-decode-bench [--backend=cuda|cpu] [--steps=N] [--heads=H] [--batches=1,8,64,256]
 //                          [--transport-only] [--server-device=D | --target=HOST:PORT]
-//                          [--local-device=D] [--data-plane=ucx|cuda_ipc|nccl] [--out=DIR]
+//                          [--local-device=D] [--data-plane=ucx|cuda_ipc|nccl]
+//                          [--step-channel=auto|stream|shm] [--out=DIR]
 //
 // With --data-plane the attached steps keep their vectors out of the messages: the engine
 // attaches a DataPlane session over that transport, registers one buffer holding the packed
 // inputs and o (host memory for ucx, device memory of --local-device for cuda_ipc and nccl), and
 // each step names it (DecodeSession::StepInBuffer). cuda_ipc and nccl need the service in another
-// process (--target); nccl needs it on another GPU.
+// process (--target); nccl needs it on another GPU. --step-channel picks how those steps reach
+// the service (client/include/leapcache/decode_session.h, StepChannel): the shared-memory step
+// channel where the service is on this host (auto, the default; shm: it or fail) or the gRPC
+// Step stream (stream); the header line says which one ran.
 // By default the service runs inside this process (loopback gRPC, decode pools on
 // --server-device). With --target the attached path talks to a separate leapcache-server
 // process instead (the engine and the service in different processes, e.g. on different GPUs);
@@ -81,6 +85,7 @@ struct Flags {
   // (ucx: host memory over tcp; cuda_ipc, nccl: device memory of --local-device) instead of in
   // the step messages; empty: in the messages.
   std::string data_plane;
+  client::StepChannel step_channel = client::StepChannel::kAuto;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -107,6 +112,11 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (name == "--data-plane" &&
                (value == "ucx" || value == "cuda_ipc" || value == "nccl")) {
       f->data_plane = value;
+    } else if (name == "--step-channel" &&
+               (value == "auto" || value == "stream" || value == "shm")) {
+      f->step_channel = value == "auto"     ? client::StepChannel::kAuto
+                        : value == "stream" ? client::StepChannel::kStream
+                                            : client::StepChannel::kSharedMemory;
     } else if (name == "--batches") {
       f->batches.clear();
       for (absl::string_view b : absl::StrSplit(value, ',')) {
@@ -340,7 +350,9 @@ int Run(const Flags& flags) {
       shape.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
       std::vector<uint8_t> o(static_cast<size_t>(batch) * flags.heads * kDim * 2);  // bf16
       // Opened before the in-process run so a server that cannot serve it fails the bench at once.
-      auto session = client::DecodeSession::Open(options, {ns->id, {}, batch, true, 0.0f});
+      client::DecodeSessionOptions open{ns->id, {}, batch, true, 0.0f};
+      open.step_channel = flags.step_channel;
+      auto session = client::DecodeSession::Open(options, open);
       if (!session.ok()) {
         std::fprintf(stderr, "open: %s%s\n", std::string(session.status().message()).c_str(),
                      TargetHint(flags, session.status()).c_str());
@@ -467,6 +479,11 @@ int Run(const Flags& flags) {
         });
         buffer.Read(in_bytes, o.data(), o.size());
         (void)engine->ReleaseBuffer(*id);
+        if (first) {
+          std::printf("data-plane steps through the %s\n", (*session)->stepping_through_channel()
+                                                               ? "shared-memory step channel"
+                                                               : "gRPC Step stream");
+        }
       }
       if (!failed.ok()) {
         std::fprintf(stderr, "step: %s%s\n", std::string(failed.message()).c_str(),

@@ -189,6 +189,13 @@ struct ServerConfig {
   // A session without any call for this long is closed and its memory returned: an engine
   // that died holds memory no longer than this.
   absl::Duration decode_idle_timeout = absl::Minutes(5);
+  // Step channels (decode.proto, OpenStepChannel): same-host engines step through a
+  // shared-memory mailbox instead of gRPC. Off: OpenStepChannel is FAILED_PRECONDITION and
+  // engines keep to the Step stream.
+  bool decode_step_channels = true;
+  // How long a channel's thread polls for the next step before it sleeps (0: it always sleeps,
+  // and every step pays a futex wake). Polling costs a core per channel while it lasts.
+  absl::Duration decode_step_channel_spin = absl::Milliseconds(1);
 
   // --- Lifecycle ---
   // On SIGTERM/SIGINT: stop accepting calls, let calls in flight finish for this long, then

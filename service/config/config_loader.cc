@@ -212,6 +212,10 @@ const std::vector<Setting>& Settings() {
                  "decode sessions at once"),
       DurationSetting("decode_idle_timeout", &C::decode_idle_timeout,
                       "close decode sessions without calls for this long"),
+      BoolSetting("decode_step_channels", &C::decode_step_channels,
+                  "serve same-host engines' decode steps through shared memory"),
+      DurationSetting("decode_step_channel_spin", &C::decode_step_channel_spin,
+                      "how long a step channel polls before it sleeps"),
       DurationSetting("shutdown_grace", &C::shutdown_grace,
                       "on SIGTERM, time calls in flight get to finish"),
   };

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "base/shm_mailbox.h"
 #include "base/status_macros.h"
 #include "service/grpc/data_plane_service.h"
 #include "service/grpc/grpc_status.h"
@@ -243,6 +245,84 @@ grpc::Status DecodeService::Step(
     if (!stream->Write(response)) break;  // the engine went away
   }
   return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::OpenStepChannel(grpc::ServerContext* context,
+                                            const v1::OpenStepChannelRequest* request,
+                                            grpc::ServerWriter<v1::StepChannelEvent>* writer) {
+  const uint64_t session_id = request->session_id();
+  StepStream state;
+  if (absl::StatusOr<std::shared_ptr<decode::DecodeSession>> s =
+          FindAuthorized(*context, session_id);
+      !s.ok()) {
+    return ToGrpcStatus(s.status());
+  } else {
+    state.session = *std::move(s);
+  }
+  if (!channels_.enabled) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        "this server serves no step channels (decode_step_channels is off): use the Step stream"));
+  }
+  absl::StatusOr<std::unique_ptr<base::ShmMailbox>> box =
+      base::ShmMailbox::Create(channels_.capacity);
+  if (!box.ok()) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        absl::StrCat("cannot create the step channel's mailbox: ", box.status().message())));
+  }
+  base::ShmMailbox& mailbox = **box;
+  open_channels_.fetch_add(1, std::memory_order_relaxed);
+  const absl::Cleanup counted = [this] { open_channels_.fetch_sub(1, std::memory_order_relaxed); };
+  v1::StepChannelEvent event;
+  event.set_name(mailbox.name());
+  event.set_capacity(mailbox.capacity());
+  if (!writer->Write(event)) return grpc::Status::OK;  // the engine went away
+
+  std::vector<uint8_t> bytes;
+  v1::StepRequest step;
+  v1::StepResponse unused;  // a data-plane step's o is in the engine's buffer
+  v1::StepChannelReply reply;
+  std::string reply_bytes;
+  absl::Time next_check = absl::Now() + channels_.check_interval;
+  while (true) {
+    absl::StatusOr<bool> got = mailbox.Receive(&bytes, channels_.spin, channels_.check_interval);
+    if (!got.ok()) {
+      // Closed by the engine: the channel's normal end. A garbled request: the mailbox's error.
+      return got.status().code() == absl::StatusCode::kUnavailable ? grpc::Status::OK
+                                                                   : ToGrpcStatus(got.status());
+    }
+    // A channel's call and session are looked at between steps, not per step: a cancelled
+    // call or an ended session stops the channel within check_interval.
+    if (!*got || absl::Now() >= next_check) {
+      if (context->IsCancelled()) return grpc::Status::CANCELLED;
+      if (!sessions_->Find(session_id).ok()) {
+        return ToGrpcStatus(
+            absl::NotFoundError(absl::StrCat("decode session ", session_id, " ended")));
+      }
+      next_check = absl::Now() + channels_.check_interval;
+      if (!*got) continue;
+    }
+    absl::Status st;
+    if (!step.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      st = absl::InvalidArgumentError("a step channel request does not parse as a StepRequest");
+    } else if (step.session_id() != session_id) {
+      st = absl::InvalidArgumentError(absl::StrCat("the request names decode session ",
+                                                   step.session_id(), "; this channel serves ",
+                                                   session_id));
+    } else if (!step.has_buffers()) {
+      st = absl::InvalidArgumentError(
+          "a step channel carries data-plane steps only (StepRequest.buffers)");
+    } else {
+      st = StepOnce(*context, step, &state, &unused);
+    }
+    reply.set_code(static_cast<int32_t>(st.code()));
+    reply.set_message(std::string(st.message().substr(0, 4096)));  // fits any capacity
+    reply.SerializeToString(&reply_bytes);
+    if (absl::Status sent = mailbox.Reply(
+            {reinterpret_cast<const uint8_t*>(reply_bytes.data()), reply_bytes.size()});
+        !sent.ok()) {
+      return ToGrpcStatus(sent);
+    }
+  }
 }
 
 }  // namespace leapcache::server

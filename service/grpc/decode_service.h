@@ -5,31 +5,55 @@
 // instead name a buffer of the engine's data-plane session: its vectors then move over that
 // session's transport (DataPlane::Step), not in the messages.
 //
+// Step channels (OpenStepChannel): the handler creates the shared-memory mailbox, sends its name
+// and then serves the engine's steps from it on its own thread (the call's) until the channel
+// ends, running each through StepOnce exactly as the stream would.
+//
 // Every handler first asks the Authorizer (authorizer.h): with bearer tokens every call must
 // carry a valid token (UNAUTHENTICATED otherwise), a session is opened only on the caller's
 // namespaces (NOT_FOUND, as unknown, otherwise) and used only by its tenant (PERMISSION_DENIED
 // otherwise).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "leapcache/v1/decode.grpc.pb.h"
 #include "service/decode/decode_session_table.h"
-#include "service/grpc/authorizer.h"
 #include "service/facade/data_plane.h"
+#include "service/grpc/authorizer.h"
 
 namespace leapcache::server {
+
+struct StepChannelOptions {
+  bool enabled = true;
+  // Bytes of a request (a serialized StepRequest: B slots take about 1 byte each below 64,
+  // 2 below 8K, so 64 KiB carries any batch of 16K slots).
+  size_t capacity = 64 << 10;
+  // How long the serving thread polls for the next step before it sleeps on the futex. Steps
+  // that follow one another faster than this pay no wake-up; a channel costs a core while it
+  // polls.
+  absl::Duration spin = absl::Milliseconds(1);
+  // How often a sleeping channel looks at its call and its session.
+  absl::Duration check_interval = absl::Milliseconds(50);
+};
 
 class DecodeService final : public v1::Decode::Service {
  public:
   // Every pointer must outlive the service; `data_plane` null: steps over the data plane
   // (StepRequest.buffers) are FAILED_PRECONDITION.
   DecodeService(decode::DecodeSessionTable* sessions, const core::CheckpointStore* store,
-                const Authorizer* auth, DataPlane* data_plane = nullptr)
-      : sessions_(sessions), store_(store), auth_(auth), data_plane_(data_plane) {}
+                const Authorizer* auth, DataPlane* data_plane = nullptr,
+                const StepChannelOptions& channels = {})
+      : sessions_(sessions),
+        store_(store),
+        auth_(auth),
+        data_plane_(data_plane),
+        channels_(channels) {}
 
   grpc::Status OpenSession(grpc::ServerContext* context,
                            const v1::OpenDecodeSessionRequest* request,
@@ -45,6 +69,12 @@ class DecodeService final : public v1::Decode::Service {
                           v1::CommitSlotResponse* response) override;
   grpc::Status Step(grpc::ServerContext* context,
                     grpc::ServerReaderWriter<v1::StepResponse, v1::StepRequest>* stream) override;
+  grpc::Status OpenStepChannel(grpc::ServerContext* context,
+                               const v1::OpenStepChannelRequest* request,
+                               grpc::ServerWriter<v1::StepChannelEvent>* writer) override;
+
+  // Step channels open now.
+  int open_channels() const { return open_channels_.load(std::memory_order_relaxed); }
 
   // What a Step stream keeps between its requests: the session it last named (found and
   // authorized once) and staging reused across steps.
@@ -72,6 +102,8 @@ class DecodeService final : public v1::Decode::Service {
   const core::CheckpointStore* const store_;
   const Authorizer* const auth_;
   DataPlane* const data_plane_;
+  const StepChannelOptions channels_;
+  std::atomic<int> open_channels_{0};
 };
 
 }  // namespace leapcache::server

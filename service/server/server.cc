@@ -165,8 +165,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   s->decode_sessions_ =
       std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get(),
                                                    s->compute_.get());
-  s->decode_service_ = std::make_unique<DecodeService>(s->decode_sessions_.get(), s->store_.get(),
-                                                       s->auth_.get(), s->data_plane_.get());
+  StepChannelOptions channels;
+  channels.enabled = config.decode_step_channels;
+  channels.spin = config.decode_step_channel_spin;
+  s->decode_service_ = std::make_unique<DecodeService>(
+      s->decode_sessions_.get(), s->store_.get(), s->auth_.get(), s->data_plane_.get(), channels);
   s->decode_metrics_ =
       std::make_unique<DecodeMetrics>(s->registry_.get(), config.decode_memory_budget);
   builder.RegisterService(s->decode_service_.get());
@@ -336,7 +339,8 @@ std::string Server::RenderMetrics() const {
   const core::StoreStats stats = store_->Stats();
   store_metrics_->Update(stats);
   if (tenant_metrics_ != nullptr) tenant_metrics_->Update(stats.tenants);
-  if (decode_metrics_ != nullptr) decode_metrics_->Update(decode_sessions_->Stats());
+  if (decode_metrics_ != nullptr)
+    decode_metrics_->Update(decode_sessions_->Stats(), decode_service_->open_channels());
   return metrics::SerializeText(registry_->Collect());
 }
 

@@ -9,8 +9,11 @@
 //
 // Step runs over one bidirectional stream per session (opened on first use), one request and
 // one response per call, so the per-token path has no call setup. A failed step returns the
-// server's status and the next step opens a new stream. A DecodeSession is one engine's decode
-// loop: not for concurrent use. Its destructor closes the session on the server.
+// server's status and the next step opens a new stream. StepInBuffer, by default, first asks for
+// a step channel (decode.proto, OpenStepChannel): if the service is on this host, its steps go
+// through a shared-memory mailbox and skip gRPC altogether; otherwise they take the stream. A
+// DecodeSession is one engine's decode loop: not for concurrent use. Its destructor closes the
+// session on the server.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +23,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "leapcache/client.h"
 #include "leapcache/data_plane.h"
 
 namespace leapcache::client {
+
+// How StepInBuffer reaches the service.
+enum class StepChannel {
+  kAuto,          // the shared-memory step channel where the service offers one on this host
+  kStream,        // always the Step stream
+  kSharedMemory,  // the channel or nothing: StepInBuffer fails if it cannot be had
+};
 
 struct DecodeSessionOptions {
   uint32_t namespace_id = 0;
@@ -34,6 +45,11 @@ struct DecodeSessionOptions {
   // NamespaceInfo::tag: the server refuses the session (FAILED_PRECONDITION) if namespace_id has
   // come to name another namespace. 0: not checked.
   uint64_t namespace_tag = 0;
+  StepChannel step_channel = StepChannel::kAuto;
+  // How long a step through the channel polls for its reply before it sleeps (it polls again
+  // each time it wakes). The engine's thread waits for the step either way; polling only keeps
+  // the wake-up out of the step's latency.
+  absl::Duration channel_spin = absl::Milliseconds(10);
 };
 
 struct DecodeSessionInfo {
@@ -91,8 +107,12 @@ class DecodeSession {
   // and beta in fp32, each whole, decode.proto's order) are read by the service over the
   // engine's transport, and o is written at step.output_offset before this returns. The engine
   // must be attached to the same server, over ucx, cuda_ipc or nccl (FAILED_PRECONDITION on
-  // inline). At large batches this skips the gRPC path's copies of every vector.
+  // inline). At large batches this skips the gRPC path's copies of every vector; through a step
+  // channel (options.step_channel) it skips gRPC too. A channel that fails (the session ended,
+  // the service went away) returns the error and the next call asks for a new one.
   absl::Status StepInBuffer(AttachedEngine& engine, const DecodeBufferStep& step);
+  // Whether StepInBuffer's last call went through a step channel.
+  bool stepping_through_channel() const;
   absl::Status Reset(int slot);
   // The checkpoint's position on success.
   absl::StatusOr<Position> Load(int slot, const BlockHash& hash);

@@ -178,6 +178,8 @@ TEST_P(AttachedStepTest, KernelsStepTheEnginesMappedBufferBitIdenticalToInProces
       }
       const absl::Status st = (*session)->StepInBuffer(**engine, step);
       ASSERT_TRUE(st.ok()) << "token " << t << " layer " << l << ": " << st;
+      // The engine is on the server's host: its steps go through the shared-memory channel.
+      ASSERT_TRUE((*session)->stepping_through_channel());
       ASSERT_EQ(cudaMemcpy(got.data(), bytes + out_offset, out_bytes, cudaMemcpyDeviceToHost),
                 cudaSuccess);
       const size_t e = c.dtype == client::DType::kBf16 ? 2 : 4;

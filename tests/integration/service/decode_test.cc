@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gpu/format/half.h"
 #include "gpu/reference/per_step.h"
 #include "gpu/reference/window.h"
@@ -40,10 +41,13 @@ class DecodeTest : public ServiceTest {
     return Register(spec);
   }
 
-  std::unique_ptr<client::DecodeSession> Open(uint32_t ns, int slots) {
+  std::unique_ptr<client::DecodeSession> Open(
+      uint32_t ns, int slots, client::StepChannel channel = client::StepChannel::kAuto) {
     client::ClientOptions options;
     options.target = server_->target();
-    auto s = client::DecodeSession::Open(options, {ns, kHeads, slots, true, 0.0f});
+    client::DecodeSessionOptions open{ns, kHeads, slots, true, 0.0f};
+    open.step_channel = channel;
+    auto s = client::DecodeSession::Open(options, open);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(s).value() : nullptr;
   }
@@ -251,9 +255,11 @@ client::EngineIdentity Engine(const std::string& name) {
 
 // The same trajectory with every step's vectors in the engine's registered host buffer, moved by
 // the service over UCX (loopback tcp) instead of in the step messages: bit-identical outputs.
+// Each step goes through the shared-memory step channel (`through_channel`: the session asked
+// for it, and the server is on this host) or the Step stream.
 void RunOverDataPlane(DecodeTest* test, ServerProcess& server, client::Client& client,
-                     StateKind kind, Codec codec, uint32_t ns,
-                     std::unique_ptr<client::DecodeSession> session) {
+                      StateKind kind, Codec codec, uint32_t ns,
+                      std::unique_ptr<client::DecodeSession> session, bool through_channel) {
   client::ClientOptions options;
   options.target = server.target();
   client::AttachOptions attach;
@@ -296,6 +302,10 @@ void RunOverDataPlane(DecodeTest* test, ServerProcess& server, client::Client& c
     step.input_offset = 1;
     step.output_offset = out_offset;
     if (absl::Status st = s.StepInBuffer(**engine, step); !st.ok()) return st;
+    if (s.stepping_through_channel() != through_channel) {
+      return absl::InternalError(
+          absl::StrCat("the step went through the ", through_channel ? "stream" : "channel"));
+    }
     std::memcpy(o.data(), buffer.data() + out_offset, o.size());
     return absl::OkStatus();
   };
@@ -304,14 +314,20 @@ void RunOverDataPlane(DecodeTest* test, ServerProcess& server, client::Client& c
 
 TEST_F(DecodeTest, GdnWindowTrajectoryOverTheDataPlaneMatchesTheReference) {
   const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);
+  RunOverDataPlane(this, *server_, *client_, StateKind::kGdn, Codec::kLeap, ns.id, Open(ns.id, 3),
+                   /*through_channel=*/true);
+}
+
+TEST_F(DecodeTest, GdnWindowTrajectoryOverTheDataPlaneAndTheStepStreamMatchesTheReference) {
+  const auto ns = RegisterFormat(StateKind::kGdn, client::Codec::kLeap);
   RunOverDataPlane(this, *server_, *client_, StateKind::kGdn, Codec::kLeap, ns.id,
-                   Open(ns.id, 3));
+                   Open(ns.id, 3, client::StepChannel::kStream), /*through_channel=*/false);
 }
 
 TEST_F(DecodeTest, KdaWindowTrajectoryOverTheDataPlaneMatchesTheReference) {
   const auto ns = RegisterFormat(StateKind::kKda, client::Codec::kLeap);
-  RunOverDataPlane(this, *server_, *client_, StateKind::kKda, Codec::kLeap, ns.id,
-                   Open(ns.id, 3));
+  RunOverDataPlane(this, *server_, *client_, StateKind::kKda, Codec::kLeap, ns.id, Open(ns.id, 3),
+                   /*through_channel=*/true);
 }
 
 TEST_F(DecodeTest, DataPlaneStepsCheckTheirBuffersAndSessions) {

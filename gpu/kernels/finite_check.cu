@@ -4,7 +4,8 @@
 // bf16 q, k, v at B = 256, H = 32: a few microseconds at HBM speed) with 16-byte loads where the
 // array is 16-byte aligned, and does no work per element beyond an exponent test. The index it
 // reports is the first non-finite element's (atomicMin over the offenders), so the error names
-// the same element the host check (decode_session.cc) names.
+// the same element the host check (decode_session.cc) names. FindNonFiniteAndGate is the same
+// scan whose last CTA also acts on the answers, for a step queued behind it on one stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,9 +47,9 @@ __device__ __forceinline__ unsigned long long FirstInWord(uint4 w, bool wide, ui
   return ~0ull;
 }
 
-// blockIdx.y: the array; a grid-stride loop over its 16-byte words, then its tail elements.
-__global__ void __launch_bounds__(kThreads) FindNonFiniteKernel(FiniteArgs a) {
-  const FiniteCheck c = a.check[blockIdx.y];
+// The first non-finite element of array blockIdx.y that this thread sees, or ~0: a grid-stride
+// loop over its 16-byte words, then its tail elements.
+__device__ unsigned long long ScanForNonFinite(const FiniteCheck& c) {
   const bool wide = c.dtype == DType::kFp32;
   const uint32_t mask = wide ? 0x7F800000u : c.dtype == DType::kBf16 ? 0x7F80u : 0x7C00u;
   const int lanes = wide ? 4 : 8;
@@ -71,7 +72,69 @@ __global__ void __launch_bounds__(kThreads) FindNonFiniteKernel(FiniteArgs a) {
     for (int b = 0; b < width; ++b) bits |= static_cast<uint32_t>(bytes[e * width + b]) << (8 * b);
     if (NonFinite(bits, mask)) found = e;
   }
+  return found;
+}
+
+__global__ void __launch_bounds__(kThreads) FindNonFiniteKernel(FiniteArgs a) {
+  const unsigned long long found = ScanForNonFinite(a.check[blockIdx.y]);
   if (found != ~0ull) atomicMin(a.first + blockIdx.y, found);
+}
+
+struct GateArgs {
+  FiniteCheck check[kMaxFiniteChecks];
+  int count;
+  StepGate gate;
+};
+
+// The scan, then the last CTA to finish acts on the answers. scratch[i] holds ~(the lowest
+// offender of array i) by atomicMax, so that its resting value is 0 (none); scratch[count]
+// counts the CTAs that finished. The last one publishes the answers, pads the slots if one
+// names an element, and puts the scratch back to zero for the next launch.
+__global__ void __launch_bounds__(kThreads) FindNonFiniteAndGateKernel(GateArgs a) {
+  __shared__ bool last, bad;
+  unsigned long long* scratch = reinterpret_cast<unsigned long long*>(a.gate.scratch);
+  const unsigned long long found = ScanForNonFinite(a.check[blockIdx.y]);
+  if (found != ~0ull) atomicMax(scratch + blockIdx.y, ~found);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // this CTA's offenders are visible before it counts itself done
+    const unsigned long long total = static_cast<unsigned long long>(gridDim.x) * gridDim.y;
+    last = atomicAdd(scratch + a.count, 1ull) == total - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    bad = false;
+    for (int i = 0; i < a.count; ++i) {
+      const unsigned long long seen = atomicExch(scratch + i, 0ull);
+      a.gate.answer[i] = ~seen;  // 0 (none) reads as UINT64_MAX
+      bad |= seen != 0;
+    }
+    scratch[a.count] = 0;
+  }
+  __syncthreads();
+  if (!bad) return;
+  for (int b = static_cast<int>(threadIdx.x); b < a.gate.batch; b += kThreads) a.gate.slot[b] = -1;
+}
+
+Status CheckArray(const FiniteCheck& c, int i) {
+  if (c.dtype != DType::kFp32 && c.dtype != DType::kBf16 && c.dtype != DType::kFp16) {
+    return InvalidArgumentError("FindNonFinite: array " + std::to_string(i) +
+                                " has no floating-point dtype");
+  }
+  if (c.data == nullptr && c.count != 0) {
+    return InvalidArgumentError("FindNonFinite: array " + std::to_string(i) + " is null");
+  }
+  return OkStatus();
+}
+
+// Enough CTAs to cover the longest array in 16-byte words once, at most a few waves' worth.
+unsigned Blocks(uint64_t longest) {
+  const uint64_t words = (longest + 7) / 8;
+  return static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>(1024, (words + kThreads - 1) / kThreads)));
 }
 
 }  // namespace
@@ -85,25 +148,42 @@ Status FindNonFinite(const FiniteCheck* checks, int count, uint64_t* first, cuda
   FiniteArgs args{};
   uint64_t longest = 0;
   for (int i = 0; i < count; ++i) {
-    const FiniteCheck& c = checks[i];
-    if (c.dtype != DType::kFp32 && c.dtype != DType::kBf16 && c.dtype != DType::kFp16) {
-      return InvalidArgumentError("FindNonFinite: array " + std::to_string(i) +
-                                  " has no floating-point dtype");
-    }
-    if (c.data == nullptr && c.count != 0) {
-      return InvalidArgumentError("FindNonFinite: array " + std::to_string(i) + " is null");
-    }
-    args.check[i] = c;
-    longest = std::max(longest, c.count);
+    LEAPCACHE_RETURN_IF_ERROR(CheckArray(checks[i], i));
+    args.check[i] = checks[i];
+    longest = std::max(longest, checks[i].count);
   }
   args.first = reinterpret_cast<unsigned long long*>(first);
   LEAPCACHE_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(first, 0xFF, sizeof(uint64_t) * static_cast<size_t>(count), stream));
-  // Enough CTAs to cover the longest array in 16-byte words once, at most a few waves' worth.
-  const uint64_t words = (longest + 7) / 8;
-  const unsigned blocks = static_cast<unsigned>(
-      std::max<uint64_t>(1, std::min<uint64_t>(1024, (words + kThreads - 1) / kThreads)));
-  FindNonFiniteKernel<<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, stream>>>(args);
+  FindNonFiniteKernel<<<dim3(Blocks(longest), static_cast<unsigned>(count)), kThreads, 0, stream>>>(
+      args);
+  LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return OkStatus();
+}
+
+Status FindNonFiniteAndGate(const FiniteCheck* checks, int count, const StepGate& gate,
+                            cudaStream_t stream) {
+  if (count < 1 || count > kMaxFiniteChecks) {
+    return InvalidArgumentError("FindNonFiniteAndGate takes 1.." +
+                                std::to_string(kMaxFiniteChecks) + " arrays, got " +
+                                std::to_string(count));
+  }
+  if (gate.answer == nullptr || gate.scratch == nullptr || gate.batch < 0 ||
+      (gate.slot == nullptr && gate.batch > 0)) {
+    return InvalidArgumentError(
+        "FindNonFiniteAndGate: null answer, scratch or slots, or a negative batch");
+  }
+  GateArgs args{};
+  uint64_t longest = 0;
+  for (int i = 0; i < count; ++i) {
+    LEAPCACHE_RETURN_IF_ERROR(CheckArray(checks[i], i));
+    args.check[i] = checks[i];
+    longest = std::max(longest, checks[i].count);
+  }
+  args.count = count;
+  args.gate = gate;
+  FindNonFiniteAndGateKernel<<<dim3(Blocks(longest), static_cast<unsigned>(count)), kThreads, 0,
+                               stream>>>(args);
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();
 }

@@ -95,4 +95,22 @@ inline constexpr int kMaxFiniteChecks = 8;
 // memory, `count` words; the call sets them before the scan). One launch for all of them.
 Status FindNonFinite(const FiniteCheck* checks, int count, uint64_t* first, cudaStream_t stream);
 
+// FindNonFinite and its consequence for a decode step, in one launch, so that a step with a
+// non-finite input advances no state with no host round trip and no further launch between the
+// check and the step: queued on the step's stream before the step kernels, it writes the same
+// answers as FindNonFinite to `answer` and turns the `batch` entries of `slot` into padding (-1)
+// if any answer names an element (the step kernels skip padding).
+struct StepGate {
+  int32_t* slot = nullptr;  // device memory
+  int batch = 0;
+  // `count` words: device memory, or host memory mapped for the device (read after the stream's
+  // wait, with no copy queued).
+  uint64_t* answer = nullptr;
+  // count + 1 words of device memory, zero before the first launch; each launch leaves them
+  // zero. One per stream: launches that share it must not overlap.
+  uint64_t* scratch = nullptr;
+};
+Status FindNonFiniteAndGate(const FiniteCheck* checks, int count, const StepGate& gate,
+                            cudaStream_t stream);
+
 }  // namespace leapcache::kernels

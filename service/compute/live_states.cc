@@ -19,10 +19,4 @@ size_t LiveStateBytes(const DecodeShape& shape) {
                    reference::WindowState::WindowHeaderBytes(shape.spec.kind, shape.spec.dk));
 }
 
-absl::Status LiveStates::CheckFinite(const LayerStep& step) {
-  (void)step;
-  return absl::InvalidArgumentError(
-      absl::StrCat("the ", name(), " backend takes step vectors in host memory only"));
-}
-
 }  // namespace leapcache::compute

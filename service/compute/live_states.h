@@ -55,6 +55,10 @@ struct LayerStep {
   std::span<const uint8_t> q, k, v;
   std::span<const float> g, beta;
   Memory memory = Memory::kHost;  // of q, k, v, g and beta
+  // The caller vouches that device vectors are finite, so the backend runs the kernels alone:
+  // what an engine that embeds the kernels on its own vectors runs, the benchmark's baseline.
+  // Never set from a request: DecodeSession refuses it.
+  bool known_finite = false;
 };
 
 // Where a step's output goes: [b][h][dv] in `dtype`.
@@ -74,14 +78,13 @@ class LiveStates {
   virtual bool takes_device_memory() const = 0;
 
   // Advances every non-padding request of `step` by one token and writes the output (zeros for
-  // padding). Inputs are checked before (DecodeSession); an error here is internal (a device
-  // failure, a state the codec cannot hold) and names the (slot, layer, head).
+  // padding). Host vectors are checked before (DecodeSession). Vectors in device memory, which
+  // the host cannot read, the backend checks itself on its device, in the step's own pass: if
+  // one holds an infinity or a NaN no state moves (o is then unspecified) and Step returns
+  // INVALID_ARGUMENT naming its first such element in q, k, v, g, beta order ("k[17] is not
+  // finite"), as the host check names it. Any other error is internal (a device failure, a
+  // state the codec cannot hold) and names the (slot, layer, head).
   virtual absl::Status Step(const LayerStep& step, const LayerOutput& out) = 0;
-  // The finiteness check of a step whose vectors are in device memory, which the host cannot
-  // read: INVALID_ARGUMENT naming the first element of q, k, v, g or beta (in that order) that
-  // is an infinity or a NaN ("k[17] is not finite"), as the host check names it; OK if all are
-  // finite. Sizes are checked before. Moves no state. Backends without device memory refuse.
-  virtual absl::Status CheckFinite(const LayerStep& step);
 
   // Sets every (layer, head) state of `slot` to zero.
   virtual absl::Status Reset(int slot) = 0;

@@ -1050,6 +1050,88 @@ TEST(FindNonFiniteTest, NamesTheFirstNonFiniteElementAsTheHostDoes) {
   EXPECT_EQ(FindNonFinite(&none, 0, first.get(), nullptr).code(), StatusCode::kInvalidArgument);
 }
 
+// FindNonFiniteAndGate against the host: its answers are FindNonFinite's (the host's first
+// offender per array), the slots become padding exactly when one array holds an offender, slots
+// past the batch are never touched, and the scratch comes back zero, so launch after launch on
+// one scratch agree. Answers to device memory and to mapped host memory.
+TEST(FindNonFiniteAndGateTest, AnswersAsTheHostAndPadsExactlyTheBadSteps) {
+  std::mt19937 rng(43);
+  const DType dtypes[3] = {DType::kFp32, DType::kBf16, DType::kFp16};
+  DeviceBuffer<uint64_t> scratch(std::vector<uint64_t>(kMaxFiniteChecks + 1, 0));
+  DeviceBuffer<uint64_t> device_answer(kMaxFiniteChecks);
+  uint64_t* mapped = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&mapped), sizeof(uint64_t) * kMaxFiniteChecks,
+                          cudaHostAllocMapped),
+            cudaSuccess);
+  uint64_t* mapped_on_device = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&mapped_on_device), mapped, 0),
+            cudaSuccess);
+  int padded = 0, kept = 0;
+  for (int round = 0; round < 48; ++round) {
+    const int count = 1 + round % kMaxFiniteChecks;
+    FiniteCheck checks[kMaxFiniteChecks];
+    std::vector<std::vector<uint8_t>> host(count);
+    std::vector<DeviceBuffer<uint8_t>> dev;
+    for (int i = 0; i < count; ++i) {
+      const DType dtype = dtypes[(round + i) % 3];
+      const size_t e = DTypeBytes(dtype);
+      const size_t n = std::uniform_int_distribution<size_t>(0, 40000)(rng);
+      host[i] = FiniteArray(dtype, n, rng);
+      if (n > 0 && std::uniform_int_distribution<int>(0, 2 * count)(rng) == 0) {
+        const size_t at = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+        const uint32_t nan = dtype == DType::kFp32 ? 0x7FC00000u : 0x7FFFu;
+        std::memcpy(host[i].data() + at * e, &nan, e);
+      }
+      const size_t shift = std::uniform_int_distribution<size_t>(0, 15)(rng);
+      dev.emplace_back(host[i].size() + shift + 16);
+      if (!host[i].empty()) {
+        LEAPCACHE_CUDA_CHECK(cudaMemcpy(dev.back().get() + shift, host[i].data(), host[i].size(),
+                                        cudaMemcpyHostToDevice));
+      }
+      checks[i] = {dev.back().get() + shift, n, dtype};
+    }
+    const int batch = std::uniform_int_distribution<int>(0, 3000)(rng);
+    std::vector<int32_t> slots(batch + 8);
+    for (int32_t& x : slots) x = std::uniform_int_distribution<int32_t>(-1, 5000)(rng);
+    for (int i = batch; i < batch + 8; ++i) slots[i] = 0x5EED;  // past the batch
+    DeviceBuffer<int32_t> dev_slots(slots);
+    const bool to_host = round % 2 == 1;
+    std::fill(mapped, mapped + kMaxFiniteChecks, 0);
+    StepGate gate;
+    gate.slot = dev_slots.get();
+    gate.batch = batch;
+    gate.answer = to_host ? mapped_on_device : device_answer.get();
+    gate.scratch = scratch.get();
+    ASSERT_TRUE(FindNonFiniteAndGate(checks, count, gate, nullptr).ok());
+    LEAPCACHE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint64_t> got =
+        to_host ? std::vector<uint64_t>(mapped, mapped + count) : device_answer.Download();
+    bool bad = false;
+    for (int i = 0; i < count; ++i) {
+      const uint64_t want = HostFirstNonFinite(checks[i].dtype, host[i]);
+      EXPECT_EQ(got[i], want) << "round " << round << " array " << i;
+      bad |= want != UINT64_MAX;
+    }
+    std::vector<int32_t> want_slots = slots;
+    if (bad) std::fill(want_slots.begin(), want_slots.begin() + batch, -1);
+    EXPECT_EQ(dev_slots.Download(), want_slots) << "round " << round;
+    EXPECT_EQ(scratch.Download(), std::vector<uint64_t>(kMaxFiniteChecks + 1, 0)) << round;
+    (bad ? padded : kept) += 1;
+  }
+  EXPECT_GT(padded, 5);
+  EXPECT_GT(kept, 5);
+  StepGate gate;
+  gate.answer = device_answer.get();
+  gate.scratch = scratch.get();
+  const FiniteCheck none{nullptr, 5, DType::kFp32};
+  EXPECT_EQ(FindNonFiniteAndGate(&none, 1, gate, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindNonFiniteAndGate(&none, 0, gate, nullptr).code(), StatusCode::kInvalidArgument);
+  gate.batch = 4;  // no slots
+  const FiniteCheck empty{nullptr, 0, DType::kFp32};
+  EXPECT_EQ(FindNonFiniteAndGate(&empty, 1, gate, nullptr).code(), StatusCode::kInvalidArgument);
+  cudaFreeHost(mapped);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Launchers reject bad arguments with a message naming them.
 

@@ -76,9 +76,16 @@ absl::StatusOr<std::unique_ptr<CudaLiveStates>> CudaLiveStates::Create(
       LC_CUDA_STATUS(cudaMallocHost(&b->h_out_, sizeof(float) * out_floats), "cudaMallocHost"));
   LC_RETURN_IF_ERROR(
       LC_CUDA_STATUS(cudaMallocHost(&b->h_slot_, sizeof(int32_t) * shape.slots), "cudaMallocHost"));
-  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMalloc(&b->d_first_, sizeof(uint64_t) * 5), "cudaMalloc"));
-  LC_RETURN_IF_ERROR(
-      LC_CUDA_STATUS(cudaMallocHost(&b->h_first_, sizeof(uint64_t) * 5), "cudaMallocHost"));
+  // The finiteness gate's scratch (zero at rest) and its answers, written by the kernel straight
+  // into mapped pinned memory: the step's one wait covers them, with no copy queued.
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMalloc(&b->d_gate_, sizeof(uint64_t) * 6), "cudaMalloc"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaMemset(b->d_gate_, 0, sizeof(uint64_t) * 6), "cudaMemset"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaHostAlloc(reinterpret_cast<void**>(&b->h_first_),
+                                                  sizeof(uint64_t) * 5, cudaHostAllocMapped),
+                                    "cudaHostAlloc"));
+  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
+      cudaHostGetDevicePointer(reinterpret_cast<void**>(&b->d_first_), b->h_first_, 0),
+      "cudaHostGetDevicePointer"));
   for (int s = 0; s < shape.slots; ++s) LC_RETURN_IF_ERROR(b->Reset(s));
   return b;
 }
@@ -93,7 +100,7 @@ CudaLiveStates::~CudaLiveStates() {
   cudaFreeHost(h_in_);
   cudaFreeHost(h_out_);
   cudaFreeHost(h_slot_);
-  cudaFree(d_first_);
+  cudaFree(d_gate_);
   cudaFreeHost(h_first_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -147,6 +154,8 @@ absl::Status CudaLiveStates::Step(const LayerStep& step, const LayerOutput& out)
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
       cudaMemcpyAsync(d_slot_, h_slot_, sizeof(int32_t) * batch, cudaMemcpyHostToDevice, stream_),
       "cudaMemcpyAsync"));
+  const bool gated = device_in && !step.known_finite;
+  if (gated) LC_RETURN_IF_ERROR(QueueFiniteGate(step));
   if (!device_in) {
     LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
         cudaMemcpyAsync(d_in_, h_in_, offset, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync"));
@@ -180,22 +189,24 @@ absl::Status CudaLiveStates::Step(const LayerStep& step, const LayerOutput& out)
                                                         cudaMemcpyDeviceToDevice, stream_),
                                         "cudaMemcpyAsync"));
     }
-    return LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "decode step");
+    LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "decode step"));
+    return gated ? FiniteVerdict() : absl::OkStatus();
   }
   LC_RETURN_IF_ERROR(
       LC_CUDA_STATUS(cudaMemcpyAsync(h_out_, d_out_, out.o.size(), cudaMemcpyDeviceToHost, stream_),
            "cudaMemcpyAsync"));
   LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "decode step"));
+  if (gated) LC_RETURN_IF_ERROR(FiniteVerdict());
   std::memcpy(out.o.data(), h_out_, out.o.size());
   return absl::OkStatus();
 }
 
-absl::Status CudaLiveStates::CheckFinite(const LayerStep& step) {
-  if (step.memory != Memory::kDevice) {
-    return absl::InvalidArgumentError("CheckFinite is for step vectors in device memory");
-  }
-  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaSetDevice(device_), "cudaSetDevice"));
-  const char* names[5] = {"q", "k", "v", "g", "beta"};
+absl::Status CudaLiveStates::QueueFiniteGate(const LayerStep& step) {
+  // The vectors as the engine handed them (staged copies hold the same bytes). If one holds an
+  // infinity or a NaN, every request of the step turns to padding on the device before the
+  // kernels run, so no state moves; the host reads which in h_first_ after the step's one wait.
+  // (An engine that rewrites its buffer while the step runs can defeat the check, but only for
+  // its own session's states.)
   const size_t e = DTypeBytes(step.dtype);
   const kernels::FiniteCheck checks[5] = {
       {step.q.data(), step.q.size() / e, step.dtype},
@@ -204,11 +215,16 @@ absl::Status CudaLiveStates::CheckFinite(const LayerStep& step) {
       {step.g.data(), step.g.size(), DType::kFp32},
       {step.beta.data(), step.beta.size(), DType::kFp32},
   };
-  LC_RETURN_IF_ERROR(base::FromFormatStatus(kernels::FindNonFinite(checks, 5, d_first_, stream_)));
-  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(
-      cudaMemcpyAsync(h_first_, d_first_, sizeof(uint64_t) * 5, cudaMemcpyDeviceToHost, stream_),
-      "cudaMemcpyAsync"));
-  LC_RETURN_IF_ERROR(LC_CUDA_STATUS(cudaStreamSynchronize(stream_), "finiteness check"));
+  kernels::StepGate gate;
+  gate.slot = d_slot_;
+  gate.batch = static_cast<int>(step.slot.size());
+  gate.answer = d_first_;
+  gate.scratch = d_gate_;
+  return base::FromFormatStatus(kernels::FindNonFiniteAndGate(checks, 5, gate, stream_));
+}
+
+absl::Status CudaLiveStates::FiniteVerdict() const {
+  const char* names[5] = {"q", "k", "v", "g", "beta"};
   for (int i = 0; i < 5; ++i) {
     if (h_first_[i] != UINT64_MAX) {
       return absl::InvalidArgumentError(

@@ -31,9 +31,9 @@ class CudaLiveStates final : public LiveStates {
 
   const char* name() const override { return "cuda"; }
   bool takes_device_memory() const override { return true; }
+  // Device vectors are checked finite in the step's own stream pass (QueueFiniteGate): one
+  // wait for the step and its check together.
   absl::Status Step(const LayerStep& step, const LayerOutput& out) override;
-  // One kernel over the five vectors (kernels::FindNonFinite) and one wait for its answer.
-  absl::Status CheckFinite(const LayerStep& step) override;
   absl::Status Reset(int slot) override;
   absl::Status Load(int slot, std::span<const std::span<const uint8_t>> blobs) override;
   absl::StatusOr<std::vector<std::vector<uint8_t>>> Export(int slot) override;
@@ -47,6 +47,13 @@ class CudaLiveStates final : public LiveStates {
     return pool_ + row_bytes() * (static_cast<size_t>(slot) * shape_.layers + layer);
   }
   absl::Status WriteRows(int slot, const std::vector<uint8_t>& host_rows);
+  // Queues, after the slots' upload and before the kernels, one launch: the finiteness check of
+  // the step's device vectors, which turns the slots to padding if one fails and writes its
+  // answer to h_first_ (kernels::FindNonFiniteAndGate).
+  absl::Status QueueFiniteGate(const LayerStep& step);
+  // After the step's wait: INVALID_ARGUMENT naming the first non-finite element, as the host
+  // check names it ("k[17] is not finite"), or OK.
+  absl::Status FiniteVerdict() const;
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -60,8 +67,12 @@ class CudaLiveStates final : public LiveStates {
   float* h_in_ = nullptr;   // pinned mirrors
   float* h_out_ = nullptr;
   int32_t* h_slot_ = nullptr;
-  uint64_t* d_first_ = nullptr;  // CheckFinite's answer: a first non-finite index per vector
-  uint64_t* h_first_ = nullptr;  // its pinned mirror
+  // The finiteness gate: its scratch (device memory, zero at rest) and its answer, a first
+  // non-finite index per vector, in pinned host memory mapped for the device (d_first_ is the
+  // device's address of h_first_), so reading it after the step's wait needs no copy.
+  uint64_t* d_gate_ = nullptr;
+  uint64_t* h_first_ = nullptr;
+  uint64_t* d_first_ = nullptr;
 };
 
 }  // namespace leapcache::compute

@@ -2,17 +2,20 @@
 // spans, through the Compute interface as the service calls it: dense states encoded from device
 // memory seal the same blobs byte for byte, blobs decoded into device memory are the same bytes,
 // and a session stepped on device vectors gives the same outputs bit for bit, token after token
-// across refits. Each in place (aligned device memory) and staged on the device (offsets the
-// kernels cannot read in place); formats without kernels staged through the host for the CPU
-// reference. Device outputs start poisoned, so an unwritten byte shows.
+// across refits, with steps of non-finite vectors refused among them and moving nothing. Each in
+// place (aligned device memory) and staged on the device (offsets the kernels cannot read in
+// place); formats without kernels staged through the host for the CPU reference. Device outputs
+// start poisoned, so an unwritten byte shows.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gpu/format/half.h"
 #include "gpu/reference/codec.h"
 #include "service/compute/compute.h"
@@ -220,6 +223,21 @@ TEST_P(DeviceStepTest, StepsOnDeviceVectorsMatchHostVectorsBitForBit) {
         const DeviceStep device(in, at);
         const DeviceCopy o(std::vector<uint8_t>(out_floats * 4, 0xFF), at);  // NaN-poisoned
         const LayerOutput out{DType::kFp32, o.span(), Memory::kDevice};
+        // A non-finite input first, on tokens next to a refit (the window's last and the
+        // next's first): refused by name, and no state moved (the good step below must still
+        // match the session that never saw it, which a stepped or refitted state would not).
+        if (t == 1 || t == s.spec.p - 1 || t == s.spec.p) {
+          testing::RandomStep bad = in;
+          std::vector<float>* vectors[5] = {&bad.q, &bad.k, &bad.v, &bad.g, &bad.beta};
+          const char* names[5] = {"q", "k", "v", "g", "beta"};
+          const int which = (t + l + static_cast<int>(at)) % 5;
+          const size_t index = vectors[which]->size() / 2 + 1;
+          (*vectors[which])[index] = (t + at) % 2 ? std::nanf("") : -INFINITY;
+          const DeviceStep poisoned(bad, at);
+          const absl::Status refused = live[at == 0 ? 1 : 2]->Step(poisoned.Step(l, slots), out);
+          EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+          EXPECT_EQ(refused.message(), absl::StrCat(names[which], "[", index, "] is not finite"));
+        }
         const absl::Status st = live[at == 0 ? 1 : 2]->Step(device.Step(l, slots), out);
         ASSERT_TRUE(st.ok()) << "token " << t << " at +" << at << ": " << st;
         std::vector<float> got(out_floats);

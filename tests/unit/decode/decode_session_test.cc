@@ -108,6 +108,16 @@ TEST_F(DecodeSessionTest, BadStepsAreRefusedAndChangeNothing) {
     EXPECT_EQ(st.code(), kBad);
     EXPECT_NE(st.message().find("host memory only"), std::string::npos) << st;
   }
+  // known_finite is the benchmark's in-process baseline only: a session always checks.
+  {
+    RandomStep nan_k = good;
+    nan_k.k[3] = std::nanf("");
+    LayerStep vouched = nan_k.Step(0, slots);
+    vouched.known_finite = true;
+    const absl::Status st = session->Step(vouched, Fp32Out(o));
+    EXPECT_EQ(st.code(), kBad);
+    EXPECT_NE(st.message().find("always checked finite"), std::string::npos) << st;
+  }
   EXPECT_EQ(session->Reset(4).code(), kBad);
   EXPECT_EQ(session->Commit(-1, HashOf(1), PositionAt(1)).code(), kBad);
 

@@ -424,24 +424,32 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   const LocalBuffer& b = **found;
   if (absl::Status st = CheckRange(b, offset, length, "offset + length"); !st.ok()) return st;
 
-  // The bytes as host memory: the buffer itself, its staging buffer, or (device memory the
-  // backend reaches itself, or in band) a copy for the checksum.
+  // Device memory the transport reaches itself is checksummed where it is (DeviceCrc32c) and
+  // never copied; otherwise the bytes as host memory: the buffer itself, its staging buffer, or
+  // (in band) a copy.
+  const bool on_device = b.memory == MemoryKind::kCuda && !b.staged() && !m.backend->in_band;
   std::vector<uint8_t> host_copy;
   const uint8_t* bytes = b.transfer_base() + offset;
-  if (b.memory == MemoryKind::kCuda) {
-    uint8_t* dst = b.staged() ? b.transfer_base() + offset : nullptr;
-    if (dst == nullptr) {
-      host_copy.resize(length);
-      dst = host_copy.data();
+  uint32_t crc = 0;
+  if (on_device) {
+    LC_ASSIGN_OR_RETURN(crc, transport::DeviceCrc32c(b.ptr + offset, length));
+  } else {
+    if (b.memory == MemoryKind::kCuda) {
+      uint8_t* dst = b.staged() ? b.transfer_base() + offset : nullptr;
+      if (dst == nullptr) {
+        host_copy.resize(length);
+        dst = host_copy.data();
+      }
+      if (absl::Status st = transport::CopyDeviceToHost(dst, b.ptr + offset, length); !st.ok()) {
+        return st;
+      }
+      bytes = dst;
     }
-    if (absl::Status st = transport::CopyDeviceToHost(dst, b.ptr + offset, length); !st.ok()) {
-      return st;
-    }
-    bytes = dst;
+    crc = Crc32c({bytes, length});
   }
-  const std::span<const uint8_t> data(bytes, length);
 
   if (m.backend->in_band) {
+    const std::span<const uint8_t> data(bytes, length);
     return dense.has_value() ? m.client->PutDense(target, *dense, data)
                              : m.client->PutCompact(target, data);
   }
@@ -463,7 +471,7 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   q.set_buffer_id(b.remote_id);
   q.set_offset(offset);
   q.set_length(length);
-  q.set_crc32c(Crc32c(data));
+  q.set_crc32c(crc);
   v1::TransferPutResponse r;
   grpc::ClientContext c;
   m.Deadline(&c, m.options.transfer_timeout);

@@ -276,10 +276,14 @@ StatusOr<BlobSpec> ParseHeader(std::span<const uint8_t> blob) {
   return s;
 }
 
-StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
-  StatusOr<BlobSpec> declared = ParseHeader(blob);
+namespace {
+
+// Every check of ParseBlob but the payload's CRC, from the header and the blob's size.
+StatusOr<BlobSpec> CheckBlobFields(std::span<const uint8_t> blob_start, size_t blob_bytes,
+                                   PayloadLayout* layout) {
+  StatusOr<BlobSpec> declared = ParseHeader(blob_start);
   if (!declared.ok()) return declared.status();
-  const uint8_t* h = blob.data();
+  const uint8_t* h = blob_start.data();
   if (const uint16_t v = LoadU16(h + header::kVersion); v != kFormatVersion) {
     return InvalidArgumentError("unsupported blob version " + std::to_string(v) +
                                 " (this build reads 1)");
@@ -301,16 +305,42 @@ StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
   if (LoadU32(h + header::kPayloadBytes) != l.payload_bytes) {
     return DataLossError("payload size field disagrees with the header's shape");
   }
-  if (blob.size() != l.blob_bytes()) {
-    return DataLossError("blob is " + std::to_string(blob.size()) + " bytes, header says " +
+  if (blob_bytes != l.blob_bytes()) {
+    return DataLossError("blob is " + std::to_string(blob_bytes) + " bytes, header says " +
                          std::to_string(l.blob_bytes()));
   }
   if (LoadU32(h + header::kFingerprint) != LayoutFingerprint(s)) {
     return DataLossError("layout fingerprint mismatch");
   }
-  if (LoadU32(h + header::kPayloadCrc) != Crc32c(h + kHeaderBytes, l.payload_bytes)) {
+  *layout = l;
+  return s;
+}
+
+Status CheckPayloadCrc(std::span<const uint8_t> blob_start, uint32_t payload_crc) {
+  if (LoadU32(blob_start.data() + header::kPayloadCrc) != payload_crc) {
     return DataLossError("blob payload checksum mismatch");
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob) {
+  PayloadLayout l;
+  StatusOr<BlobSpec> s = CheckBlobFields(blob, blob.size(), &l);
+  if (!s.ok()) return s;
+  LEAPCACHE_RETURN_IF_ERROR(
+      CheckPayloadCrc(blob, Crc32c(blob.data() + kHeaderBytes, l.payload_bytes)));
+  return s;
+}
+
+StatusOr<BlobSpec> ParseBlobHeader(std::span<const uint8_t> header, size_t blob_bytes,
+                                   uint32_t payload_crc) {
+  PayloadLayout l;
+  StatusOr<BlobSpec> s =
+      CheckBlobFields(header.first(std::min(header.size(), kHeaderBytes)), blob_bytes, &l);
+  if (!s.ok()) return s;
+  LEAPCACHE_RETURN_IF_ERROR(CheckPayloadCrc(header, payload_crc));
   return s;
 }
 

@@ -144,6 +144,11 @@ StatusOr<BlobSpec> ParseHeader(std::span<const uint8_t> blob);
 // valid spec, payload size, payload CRC. Any failure is DATA_LOSS or INVALID_ARGUMENT with the
 // field named; never reads outside `blob`. The one parser of the v1 header (with ParseHeader).
 StatusOr<BlobSpec> ParseBlob(std::span<const uint8_t> blob);
+// ParseBlob's answer for a blob of `blob_bytes` of which only the first kHeaderBytes are at
+// hand (`header`) and whose payload's CRC-32C was computed elsewhere (on the device that holds
+// it): the same status, message and spec as ParseBlob of the whole blob.
+StatusOr<BlobSpec> ParseBlobHeader(std::span<const uint8_t> header, size_t blob_bytes,
+                                   uint32_t payload_crc);
 
 // The stored values a reader refuses even under a valid checksum (section 2): a row or column
 // scale that is not finite and positive, a compensator that is not finite, an element of the

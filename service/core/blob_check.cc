@@ -1,5 +1,6 @@
 #include "service/core/blob_check.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,15 +39,148 @@ int64_t FirstNonFiniteConv(std::span<const uint8_t> conv, DType dtype) {
   return -1;
 }
 
+std::string Where(HeadRange heads, const char* part, size_t i) {
+  return absl::StrCat(part, " (layer ", i / heads.size(), ", head ",
+                      heads.begin + static_cast<int>(i % heads.size()), ")");
+}
+
+absl::Status CheckCrc(const Placement& placement, uint32_t crc, uint32_t expected_crc) {
+  if (crc == expected_crc) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "checksum mismatch: the %d uploaded bytes have CRC-32C 0x%08x, the commit says 0x%08x",
+      placement.units * placement.unit_bytes, crc, expected_crc));
+}
+
+// Check 2 of blob_check.h, from the unit's first bytes.
+absl::Status CheckDeclaredSpec(const NamespaceInfo& ns, HeadRange heads,
+                               std::span<const uint8_t> blob_start, size_t i) {
+  if (leapcache::StatusOr<BlobSpec> declared = ParseHeader(blob_start);
+      declared.ok() && !SameBlobSpec(*declared, ns.spec.format)) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(heads, "blob", i), " is ",
+                                                   declared->ToString(), "; the namespace stores ",
+                                                   ns.spec.format.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Located(HeadRange heads, size_t i, const leapcache::Status& parsed) {
+  const absl::Status st = base::FromFormatStatus(parsed);
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat(Where(heads, "blob", i), ": ", st.message()));
+}
+
+absl::Status BadConv(const NamespaceInfo& ns, HeadRange heads, size_t i, int64_t element) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(heads, "conv state", i), ": element ",
+                                                 element, " is not finite (",
+                                                 DTypeName(ns.spec.model.conv.dtype), ")"));
+}
+
+// The value ranges a digest checks, in CheckStoredValues' order and then the conv state, each
+// with the words CheckStoredValues' message gives it (nullptr: the conv state).
+struct DigestRanges {
+  UnitLayout layout;
+  const char* names[kMaxValueRanges] = {};
+  const char* reasons[kMaxValueRanges] = {};
+};
+
+DigestRanges DigestRangesOf(const NamespaceInfo& ns) {
+  DigestRanges d;
+  d.layout.unit_bytes = ns.unit_bytes;
+  d.layout.blob_bytes = ns.blob_bytes;
+  const BlobSpec& spec = ns.spec.format;
+  const PayloadLayout l = ComputeLayout(spec);
+  const auto add = [&](uint64_t offset, uint64_t bytes, ValueRule rule, const char* name,
+                       const char* reason) {
+    if (bytes == 0) return;
+    const int r = d.layout.num_ranges++;
+    d.layout.ranges[r] = {offset, bytes, rule};
+    d.names[r] = name;
+    d.reasons[r] = reason;
+  };
+  add(kHeaderBytes + l.row_scale_offset, l.row_scale_bytes, ValueRule::kPositiveFp32, "row scale",
+      " is not finite and positive");
+  add(kHeaderBytes + l.col_scale_offset, l.col_scale_bytes, ValueRule::kPositiveFp32,
+      "column scale", " is not finite and positive");
+  if (spec.codec == Codec::kFp32) {
+    add(kHeaderBytes + l.codes_offset, l.codes_bytes, ValueRule::kFiniteFp32, "element",
+        " is not finite");
+  } else if (spec.codec == Codec::kBf16) {
+    add(kHeaderBytes + l.codes_offset, l.codes_bytes, ValueRule::kFiniteBf16, "element",
+        " is not finite");
+  } else if (spec.codec == Codec::kFp16) {
+    add(kHeaderBytes + l.codes_offset, l.codes_bytes, ValueRule::kFiniteFp16, "element",
+        " is not finite");
+  }
+  add(kHeaderBytes + l.comp_offset, l.comp_bytes, ValueRule::kFiniteFp16, "compensator",
+      " is not finite");
+  const DType conv = ns.spec.model.conv.dtype;
+  const ValueRule conv_rule = conv == DType::kFp32   ? ValueRule::kFiniteFp32
+                              : conv == DType::kBf16 ? ValueRule::kFiniteBf16
+                                                     : ValueRule::kFiniteFp16;
+  if (DTypeBytes(conv) > 0) add(ns.blob_bytes, ns.conv_bytes, conv_rule, nullptr, nullptr);
+  return d;
+}
+
+// The checks of blob_check.h from digests the tier computed where the units lie: the same
+// answers, in the same order, as the checks over the units' bytes.
+absl::Status CheckDigests(const NamespaceInfo& ns, const Placement& placement, HeadRange heads,
+                          uint32_t expected_crc, const DigestRanges& ranges,
+                          std::span<const UnitDigest> digests, std::vector<uint32_t>* unit_crcs) {
+  const Crc32cCombiner fold(placement.unit_bytes);
+  std::vector<uint32_t> crcs(placement.units);
+  uint32_t crc = 0;
+  for (size_t i = 0; i < placement.units; ++i) {
+    crcs[i] = digests[i].unit_crc;
+    crc = fold.Combine(crc, crcs[i]);
+  }
+  LC_RETURN_IF_ERROR(CheckCrc(placement, crc, expected_crc));
+  for (size_t i = 0; i < placement.units; ++i) {
+    const UnitDigest& d = digests[i];
+    const std::span<const uint8_t> header(d.header, kDigestHeaderBytes);
+    LC_RETURN_IF_ERROR(CheckDeclaredSpec(ns, heads, header, i));
+    LC_RETURN_IF_ERROR(
+        Located(heads, i, ParseBlobHeader(header, ns.blob_bytes, d.payload_crc).status()));
+    if (d.first_bad == kNoBadValue) continue;
+    const int r = static_cast<int>(d.first_bad >> kBadElementBits);
+    const int64_t element =
+        static_cast<int64_t>(d.first_bad & ((uint64_t{1} << kBadElementBits) - 1));
+    if (r < 0 || r >= ranges.layout.num_ranges) {
+      return absl::InternalError(
+          absl::StrCat("a unit digest names value range ", r, " of ", ranges.layout.num_ranges));
+    }
+    if (ranges.names[r] == nullptr) return BadConv(ns, heads, i, element);
+    return absl::InvalidArgumentError(absl::StrCat(Where(heads, "blob", i), ": ", ranges.names[r],
+                                                   " ", element, ranges.reasons[r]));
+  }
+  *unit_crcs = std::move(crcs);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckPutUnits(const NamespaceInfo& ns, const MemoryTier& tier,
                            const Placement& placement, HeadRange heads, uint32_t expected_crc,
                            std::vector<uint32_t>* unit_crcs) {
-  // Memory that is not host-addressable (device memory) is copied out once, a page's run of
-  // units per copy, and both passes below read the copy.
+  const bool host_addressable =
+      placement.units == 0 || tier.HostAddress(placement.PageOf(0)) != nullptr;
+  if (!host_addressable) {
+    // Device memory: digests computed where the units lie, if the tier can.
+    std::vector<MemoryTier::UnitPlace> places(placement.units);
+    for (size_t i = 0; i < placement.units; ++i) {
+      places[i] = {placement.PageOf(i), placement.OffsetOf(i)};
+    }
+    const DigestRanges ranges = DigestRangesOf(ns);
+    std::vector<UnitDigest> digests(placement.units);
+    const absl::Status digested = tier.DigestUnits(places, ranges.layout, digests);
+    if (digested.ok()) {
+      return CheckDigests(ns, placement, heads, expected_crc, ranges, digests, unit_crcs);
+    }
+    if (!absl::IsUnimplemented(digested)) return digested;
+  }
+  // Memory that is not host-addressable and computes no digests is copied out once, a page's
+  // run of units per copy, and both passes below read the copy.
   std::vector<uint8_t> copy;
-  if (placement.units > 0 && tier.HostAddress(placement.PageOf(0)) == nullptr) {
+  if (!host_addressable) {
     copy.resize(placement.units * placement.unit_bytes);
     for (size_t pos = 0; pos < copy.size();) {
       const size_t b = pos / placement.unit_bytes;
@@ -57,16 +191,12 @@ absl::Status CheckPutUnits(const NamespaceInfo& ns, const MemoryTier& tier,
       pos += n;
     }
   }
-  const auto unit_at = [&](size_t i) -> absl::StatusOr<std::span<const uint8_t>> {
+  const auto unit_at = [&](size_t i) -> std::span<const uint8_t> {
     if (!copy.empty()) {
       return std::span<const uint8_t>(copy).subspan(i * placement.unit_bytes, placement.unit_bytes);
     }
     return std::span<const uint8_t>(tier.HostAddress(placement.PageOf(i)) + placement.OffsetOf(i),
                                     placement.unit_bytes);
-  };
-  const auto where = [&](const char* part, size_t i) {
-    return absl::StrCat(part, " (layer ", i / heads.size(), ", head ",
-                        heads.begin + static_cast<int>(i % heads.size()), ")");
   };
 
   // Each unit's own CRC, and the upload's folded from them (one pass over the bytes).
@@ -74,41 +204,28 @@ absl::Status CheckPutUnits(const NamespaceInfo& ns, const MemoryTier& tier,
   std::vector<uint32_t> crcs(placement.units);
   uint32_t crc = 0;
   for (size_t i = 0; i < placement.units; ++i) {
-    LC_ASSIGN_OR_RETURN(std::span<const uint8_t> unit, unit_at(i));
+    const std::span<const uint8_t> unit = unit_at(i);
     crcs[i] = Crc32c(unit.data(), unit.size());
     crc = fold.Combine(crc, crcs[i]);
   }
-  if (crc != expected_crc) {
-    return absl::DataLossError(absl::StrFormat(
-        "checksum mismatch: the %d uploaded bytes have CRC-32C 0x%08x, the commit says 0x%08x",
-        placement.units * placement.unit_bytes, crc, expected_crc));
-  }
+  LC_RETURN_IF_ERROR(CheckCrc(placement, crc, expected_crc));
   for (size_t i = 0; i < placement.units; ++i) {
-    LC_ASSIGN_OR_RETURN(std::span<const uint8_t> unit, unit_at(i));
+    const std::span<const uint8_t> unit = unit_at(i);
     const std::span<const uint8_t> blob = unit.first(ns.blob_bytes);
-    if (leapcache::StatusOr<BlobSpec> declared = ParseHeader(blob);
-        declared.ok() && !SameBlobSpec(*declared, ns.spec.format)) {
-      return absl::InvalidArgumentError(absl::StrCat(where("blob", i), " is ",
-                                                     declared->ToString(),
-                                                     "; the namespace stores ",
-                                                     ns.spec.format.ToString()));
-    }
+    LC_RETURN_IF_ERROR(CheckDeclaredSpec(ns, heads, blob, i));
     leapcache::StatusOr<BlobSpec> parsed = ParseBlob(blob);
-    absl::Status st = base::FromFormatStatus(parsed.status());
-    if (!st.ok()) {
-      return absl::Status(st.code(), absl::StrCat(where("blob", i), ": ", st.message()));
-    }
+    LC_RETURN_IF_ERROR(Located(heads, i, parsed.status()));
     // Values no reader would accept, under a valid checksum: the put's own bad content.
-    st = base::FromFormatStatus(CheckStoredValues(*parsed, blob.subspan(kHeaderBytes)));
-    if (!st.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(where("blob", i), ": ", st.message()));
+    const absl::Status values =
+        base::FromFormatStatus(CheckStoredValues(*parsed, blob.subspan(kHeaderBytes)));
+    if (!values.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(heads, "blob", i), ": ", values.message()));
     }
     if (const int64_t bad = FirstNonFiniteConv(unit.subspan(ns.blob_bytes, ns.conv_bytes),
                                                ns.spec.model.conv.dtype);
         bad >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(where("conv state", i), ": element ", bad,
-                                                     " is not finite (",
-                                                     DTypeName(ns.spec.model.conv.dtype), ")"));
+      return BadConv(ns, heads, i, bad);
     }
   }
   *unit_crcs = std::move(crcs);

@@ -42,6 +42,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -147,6 +148,17 @@ class CheckpointStore {
   // order, in chunks. OUT_OF_RANGE if the range leaves the put; NOT_FOUND for an unknown put;
   // FAILED_PRECONDITION while it is being committed; DEADLINE_EXCEEDED past its deadline.
   absl::Status Upload(PutId id, size_t offset, std::span<const uint8_t> bytes);
+  // Where a put's units lie, for writers that copy into them themselves (a device copy into a
+  // GPU tier's pages): each unit's first byte in (layer, head) order, in host memory
+  // (cuda_device -1) or in device memory of `cuda_device`.
+  struct UnitAddresses {
+    int cuda_device = -1;
+    std::vector<uint8_t*> units;
+  };
+  // Runs `write` with the put's unit addresses while the put's pages are held as an Upload holds
+  // them: an Abort or the reaper meanwhile reclaims them only once `write` returned. Upload's
+  // errors (NOT_FOUND, FAILED_PRECONDITION, DEADLINE_EXCEEDED), else what `write` returns.
+  absl::Status WriteInPlace(PutId id, absl::FunctionRef<absl::Status(const UnitAddresses&)> write);
   // Validates (blob_check.h) and publishes the put atomically. On a validation error the put
   // stays open, unchanged, for a retry or an Abort; DEADLINE_EXCEEDED (put reclaimed) past its
   // deadline; FAILED_PRECONDITION while an Upload is running or another Commit is.
@@ -193,7 +205,7 @@ class CheckpointStore {
     Placement placement;
     absl::Time deadline;
     State state = State::kOpen;
-    int uploads = 0;  // Upload calls copying into the placement right now
+    int uploads = 0;  // writers (Upload, WriteInPlace) copying into the placement right now
   };
 
   CheckpointStore(const StoreOptions& options, std::vector<std::unique_ptr<MemoryTier>> tiers,
@@ -207,6 +219,10 @@ class CheckpointStore {
   // RESOURCE_EXHAUSTED if another put would pass the store's or the tenant's pending bound.
   absl::Status CheckPendingLocked(const std::string& tenant) ABSL_EXCLUSIVE_LOCKS_REQUIRED(puts_mu_);
   void Reclaim(PendingPut& put);
+  // A write of [offset, offset + bytes) into an open put begins: its pages are held (uploads)
+  // until EndWrite. Upload's errors; a put found past its deadline is reclaimed.
+  absl::StatusOr<std::shared_ptr<PendingPut>> BeginWrite(PutId id, size_t offset, size_t bytes);
+  void EndWrite(PendingPut& put);
   void Unlink(const std::vector<EvictedEntry>& evicted);
   void ReaperLoop();
 

@@ -155,10 +155,11 @@ void CheckpointStore::Reclaim(PendingPut& put) {
   reclaimed_puts_.fetch_add(1);
 }
 
-absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const uint8_t> bytes) {
+// Holds a put's pages for a write into them (Upload, WriteInPlace): the put, or why not.
+absl::StatusOr<std::shared_ptr<CheckpointStore::PendingPut>> CheckpointStore::BeginWrite(
+    PutId id, size_t offset, size_t bytes) {
   const absl::Time now = clock_.Now();
   std::shared_ptr<PendingPut> put;
-  bool expired = false;
   bool reclaim = false;
   {
     base::WriterLock lock(&puts_mu_);
@@ -169,23 +170,34 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
       return absl::FailedPreconditionError(absl::StrCat("put ", id, " is being committed"));
     }
     const size_t total = put->placement.units * put->placement.unit_bytes;
-    if (offset > total || bytes.size() > total - offset) {
-      return absl::OutOfRangeError(absl::StrCat("bytes [", offset, ", ", offset + bytes.size(),
+    if (offset > total || bytes > total - offset) {
+      return absl::OutOfRangeError(absl::StrCat("bytes [", offset, ", ", offset + bytes,
                                                 ") leave put ", id, " of ", total, " bytes"));
     }
-    if (now >= put->deadline) {
-      expired = true;
-      reclaim = KillLocked(*put);
-      counters_.puts_expired.Add();
-    } else {
-      ++put->uploads;  // the pages stay ours until this drops back
+    if (now < put->deadline) {
+      ++put->uploads;  // the pages stay ours until EndWrite
+      return put;
     }
+    reclaim = KillLocked(*put);
+    counters_.puts_expired.Add();
   }
-  if (expired) {
-    if (reclaim) Reclaim(*put);
-    return absl::DeadlineExceededError(absl::StrCat("put ", id, " passed its deadline"));
-  }
+  if (reclaim) Reclaim(*put);
+  return absl::DeadlineExceededError(absl::StrCat("put ", id, " passed its deadline"));
+}
 
+void CheckpointStore::EndWrite(PendingPut& put) {
+  bool reclaim = false;
+  {
+    base::WriterLock lock(&puts_mu_);
+    --put.uploads;
+    // An Abort or the reaper killed the put while we copied: the last one out reclaims.
+    reclaim = put.state == PendingPut::State::kDead && put.uploads == 0;
+  }
+  if (reclaim) Reclaim(put);
+}
+
+absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const uint8_t> bytes) {
+  LC_ASSIGN_OR_RETURN(const std::shared_ptr<PendingPut> put, BeginWrite(id, offset, bytes.size()));
   MemoryTier& tier = residency_.mutable_tier(put->placement.tier);
   const Placement& pl = put->placement;
   absl::Status st;
@@ -197,13 +209,33 @@ absl::Status CheckpointStore::Upload(PutId id, size_t offset, std::span<const ui
     st = tier.CopyIn(pl.PageOf(b), pl.OffsetOf(b) + within, bytes.subspan(done, n));
     done += n;
   }
-  {
-    base::WriterLock lock(&puts_mu_);
-    --put->uploads;
-    // An Abort or the reaper killed the put while we copied: the last one out reclaims.
-    reclaim = put->state == PendingPut::State::kDead && put->uploads == 0;
+  EndWrite(*put);
+  return st;
+}
+
+absl::Status CheckpointStore::WriteInPlace(
+    PutId id, absl::FunctionRef<absl::Status(const UnitAddresses&)> write) {
+  LC_ASSIGN_OR_RETURN(const std::shared_ptr<PendingPut> put, BeginWrite(id, 0, 0));
+  const MemoryTier& tier = residency_.tier(put->placement.tier);
+  const Placement& pl = put->placement;
+  UnitAddresses at;
+  at.units.reserve(pl.units);
+  const bool on_host = pl.units == 0 || tier.HostAddress(pl.PageOf(0)) != nullptr;
+  at.cuda_device = on_host ? -1 : tier.cuda_device();
+  absl::Status st;
+  for (size_t b = 0; b < pl.units; ++b) {
+    // The core never dereferences a device address; the writer copies into it on its device.
+    uint8_t* page = on_host ? tier.HostAddress(pl.PageOf(b))
+                            : const_cast<uint8_t*>(tier.DeviceAddress(pl.PageOf(b)));
+    if (page == nullptr) {
+      st = absl::FailedPreconditionError(
+          absl::StrCat("put ", id, " lies in tier ", tier.name(), ", which gives no addresses"));
+      break;
+    }
+    at.units.push_back(page + pl.OffsetOf(b));
   }
-  if (reclaim) Reclaim(*put);
+  if (st.ok()) st = write(at);
+  EndWrite(*put);
   return st;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "service/core/unit_digest.h"
 
 namespace leapcache::core {
 
@@ -57,6 +58,23 @@ class MemoryTier {
   virtual const uint8_t* DeviceAddress(PageId page) const {
     (void)page;
     return nullptr;
+  }
+
+  // Where a unit of a put lies: `offset` bytes into `page`.
+  struct UnitPlace {
+    PageId page = 0;
+    size_t offset = 0;
+  };
+  // Tiers that are not host-addressable may compute the commit's digests of units where they
+  // lie (unit_digest.h): out[i] for the unit at places[i], each unit of layout.unit_bytes
+  // within its page. UNIMPLEMENTED (the default): the caller copies the units out instead.
+  // REQUIRES: out.size() == places.size(); the caller owns the pages.
+  virtual absl::Status DigestUnits(std::span<const UnitPlace> places, const UnitLayout& layout,
+                                   std::span<UnitDigest> out) const {
+    (void)places;
+    (void)layout;
+    (void)out;
+    return absl::UnimplementedError("this tier computes no unit digests");
   }
 };
 

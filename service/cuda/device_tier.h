@@ -3,13 +3,18 @@
 // or returned to the driver afterwards, so the tier never exceeds its budget and never
 // fragments. Bytes move with cudaMemcpy; HostAddress is nullptr, so the store uploads into and
 // copies out of it (reservations carry no host spans, leases copy blobs out), and evictions spill
-// to the next (host) tier through CopyBetweenTiers.
+// to the next (host) tier through CopyBetweenTiers. A put's commit checks its units here, where
+// they lie (DigestUnits: one kernel, unit_digest_kernel.h), instead of copying them out.
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "service/core/memory_tier.h"
 #include "service/core/page_allocator.h"
 
@@ -40,6 +45,8 @@ class DeviceTier final : public core::MemoryTier {
   uint8_t* HostAddress(core::PageId) const override { return nullptr; }
   int cuda_device() const override { return device_; }
   const uint8_t* DeviceAddress(core::PageId page) const override { return PageAddress(page); }
+  absl::Status DigestUnits(std::span<const UnitPlace> places, const core::UnitLayout& layout,
+                           std::span<core::UnitDigest> out) const override;
 
   int device() const { return device_; }
 
@@ -53,6 +60,21 @@ class DeviceTier final : public core::MemoryTier {
   uint8_t* const base_;  // device memory, owned
   const size_t page_bytes_;
   core::PageAllocator pages_;
+
+  // What DigestUnits reuses across commits: a stream, the unit list and the digests on the
+  // device and their pinned host copies, grown to the largest put seen. One commit at a time
+  // digests (a put's kernel takes tens of microseconds).
+  struct DigestScratch {
+    cudaStream_t stream = nullptr;
+    size_t capacity = 0;  // units
+    const uint8_t** device_units = nullptr;
+    core::UnitDigest* device_digests = nullptr;
+    const uint8_t** host_units = nullptr;
+    core::UnitDigest* host_digests = nullptr;
+  };
+  absl::Status ReserveDigests(size_t units) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(digest_mu_);
+  mutable absl::Mutex digest_mu_;
+  mutable DigestScratch digest_ ABSL_GUARDED_BY(digest_mu_);
 };
 
 }  // namespace leapcache::cuda

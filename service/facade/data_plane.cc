@@ -232,6 +232,7 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
     clock.Lap(TransferPhase::kList);
     absl::Status st = s.connection->Execute(region, ops, deadline);
     clock.Lap(TransferPhase::kMove);
+    if (times != nullptr) times->device_to_device = true;
     return st;
   }
   if (s.connection->two_sided()) {
@@ -305,6 +306,36 @@ absl::Status DataPlane::Put(const DataPlaneCall& call, uint64_t session_id, uint
         absl::StrCat("length ", length, " is not the put's ", ticket.expected_bytes, " bytes")));
   }
   clock.Lap(TransferPhase::kOpen);
+  // Compact blobs in engine device memory that the service's device maps (CUDA IPC) go into a
+  // reservation in the GPU tier of that device device to device, one batch of copies, and the
+  // commit checks them where they lie (a unit digest kernel): the bytes never cross to the host.
+  // The engine's CRC is the commit's. Reservations elsewhere take the staged path below.
+  const transport::RemoteRegion::Mapping mapped = region->mapping();
+  if (!received_first && ticket.state_bytes == 0 && mapped.data != nullptr &&
+      mapped.device == options_.cuda_device && options_.cuda_device >= 0) {
+    bool on_device = false;
+    const absl::Status written = puts_->WriteInPlace(
+        ticket.id, [&](const core::CheckpointStore::UnitAddresses& at) -> absl::Status {
+          if (at.cuda_device != options_.cuda_device) return absl::OkStatus();
+          on_device = true;
+          std::vector<transport::TransferOp> ops;
+          ops.reserve(at.units.size());
+          for (size_t i = 0; i < at.units.size(); ++i) {
+            ops.push_back({transport::Direction::kRead,
+                           std::span<uint8_t>(at.units[i], ticket.unit_bytes),
+                           offset + i * ticket.unit_bytes, transport::MemoryKind::kCuda});
+          }
+          return moved(s.connection->Execute(*region, ops, deadline));
+        });
+    if (!written.ok()) return fail(written);
+    if (on_device) {
+      clock.Lap(TransferPhase::kMove);
+      if (times != nullptr) times->device_to_device = true;
+      if (absl::Status st = puts_->Commit(ticket.id, crc32c); !st.ok()) return fail(st);
+      clock.Lap(TransferPhase::kCommit);
+      return absl::OkStatus();
+    }
+  }
   // Dense uploads take whole units per chunk.
   uint64_t chunk = options_.chunk_bytes;
   if (ticket.state_bytes > 0) {

@@ -72,6 +72,8 @@ const char* TransferPhaseName(TransferPhase phase);
 
 struct TransferTimes {
   std::array<absl::Duration, kTransferPhases> phase{};
+  // The bytes moved between the GPU tier and the engine's GPU memory without the host.
+  bool device_to_device = false;
   absl::Duration& operator[](TransferPhase p) { return phase[static_cast<int>(p)]; }
   absl::Duration operator[](TransferPhase p) const { return phase[static_cast<int>(p)]; }
 };

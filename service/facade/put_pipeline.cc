@@ -73,6 +73,19 @@ absl::Status PutPipeline::Upload(core::PutId id, uint64_t offset, std::span<cons
   return UploadDense(*put, offset, data);
 }
 
+absl::Status PutPipeline::WriteInPlace(
+    core::PutId id,
+    absl::FunctionRef<absl::Status(const core::CheckpointStore::UnitAddresses&)> write) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (dense_.contains(id)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("put ", id, " uploads dense states, which are encoded on upload"));
+    }
+  }
+  return store_->WriteInPlace(id, write);
+}
+
 absl::Status PutPipeline::UploadDense(DensePut& put, uint64_t offset,
                                       std::span<const uint8_t> data) {
   {

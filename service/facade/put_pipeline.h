@@ -27,12 +27,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "service/compute/compute.h"
 #include "service/core/checkpoint_store.h"
 #include "service/core/clock.h"
-#include "service/compute/compute.h"
 
 namespace leapcache::server {
 
@@ -61,6 +62,12 @@ class PutPipeline {
   absl::StatusOr<PutTicket> Reserve(const core::PutRequest& request,
                                     const std::optional<compute::DenseFormat>& dense);
   absl::Status Upload(core::PutId id, uint64_t offset, std::span<const uint8_t> data);
+  // A compact put's units where they lie (CheckpointStore::WriteInPlace), for a writer that
+  // copies the blobs into them itself. FAILED_PRECONDITION for a dense put: its states become
+  // blobs on Upload.
+  absl::Status WriteInPlace(
+      core::PutId id,
+      absl::FunctionRef<absl::Status(const core::CheckpointStore::UnitAddresses&)> write);
   absl::Status Commit(core::PutId id, uint32_t crc32c);
   absl::Status Abort(core::PutId id);
 

@@ -32,10 +32,15 @@ DataPlaneMetrics::DataPlaneMetrics(metrics::Registry* registry)
           "Time of the data plane's successful transfers on the service, by op and phase.",
           PhaseSecondsBuckets())),
       transfers_(registry->AddCounter("leapcache_data_plane_transfers_total",
-                                      "Data-plane transfers finished, by op and status code.")) {
+                                      "Data-plane transfers finished, by op and status code.")),
+      device_transfers_(registry->AddCounter(
+          "leapcache_data_plane_device_transfers_total",
+          "Successful data-plane transfers whose bytes moved between the GPU tier and the "
+          "engine's GPU memory without the host, by op.")) {
   // Series exist from the start, so rates and quantiles are defined before the first transfer.
   for (TransferOp op : {TransferOp::kGet, TransferOp::kPut}) {
     transfers_.Add({{"op", OpLabel(op)}, {"code", "OK"}});
+    device_transfers_.Add({{"op", OpLabel(op)}});
     for (TransferPhase p : PhasesOf(op)) {
       phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}});
     }
@@ -49,6 +54,7 @@ void DataPlaneMetrics::Record(TransferOp op, const absl::Status& status,
             {"code", StatusCodeLabel(static_cast<grpc::StatusCode>(status.code()))}})
       .Increment();
   if (!status.ok()) return;
+  if (times.device_to_device) device_transfers_.Add({{"op", OpLabel(op)}}).Increment();
   for (TransferPhase p : PhasesOf(op)) {
     phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}})
         .Observe(absl::ToDoubleSeconds(times[p]));

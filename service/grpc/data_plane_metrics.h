@@ -5,6 +5,9 @@
 //                                                   session, open, list, move; put: session,
 //                                                   open, move, commit)
 //   leapcache_data_plane_transfers_total{op,code}  transfers finished, by status code
+//   leapcache_data_plane_device_transfers_total{op} successful transfers whose bytes moved
+//                                                   between the GPU tier and the engine's GPU
+//                                                   memory without the host
 // `op` is "get" or "put"; the RPC's own latency is leapcache_rpc_duration_seconds.
 #pragma once
 
@@ -30,6 +33,7 @@ class DataPlaneMetrics {
  private:
   metrics::Family<metrics::Histogram>& phase_;
   metrics::Family<metrics::Counter>& transfers_;
+  metrics::Family<metrics::Counter>& device_transfers_;
 };
 
 // Bounds for phases that run from about a microsecond (a session lookup) to seconds.

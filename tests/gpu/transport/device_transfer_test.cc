@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "base/loopback_http.h"
+#include "gpu/format/format.h"
 #include "gpu/format/half.h"
 #include "leapcache/data_plane.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
@@ -373,6 +375,59 @@ TEST_P(GpuTierTransferTest, GetsFromTheGpuTierByteExact) {
   ASSERT_TRUE(dense.ok()) << dense.status();
   EXPECT_TRUE(dst.Download(0, want_bf16.size()) == want_bf16);
   EXPECT_EQ(Stats().leases, 0u);
+}
+
+// A compact put from the engine's device buffer into the GPU tier of the server's device goes
+// device to device (CUDA IPC maps the engine's buffer; the blobs are copied into the reserved
+// pages in one batch and the commit checks them there), at any offset of the buffer: every byte
+// comes back, a blob with a bad value under a valid checksum is refused as the host's checks
+// refuse it and nothing becomes visible, and the metrics count the device-to-device puts.
+TEST_P(GpuTierTransferTest, CompactPutsFromEngineMemoryGoDeviceToDevice) {
+  if (GetParam() != Transport::kCudaIpc) GTEST_SKIP() << "device-to-device puts are CUDA IPC's";
+  const client::NamespaceSpec spec = SmallNamespace("tenant-gpu-put", 4, 8, 128);
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 23));
+  ASSERT_EQ(cudaSetDevice(EngineGpu()), cudaSuccess);
+  auto engine = AttachEngine(server_->target(), "gpu-put-engine", EngineGpu(), GetParam());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  constexpr size_t kAt = 4096 + 3;
+  DeviceBuffer buffer(kAt + blobs.size());
+  buffer.Upload(blobs, kAt);
+  auto id = (*engine)->RegisterBuffer(buffer.get(), buffer.size(), MemoryKind::kCuda);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(
+      (*engine)->PutFrom(Target(ns.id, TestHash(6), 1), std::nullopt, *id, kAt, blobs.size()).ok());
+  auto got = client_->Get({ns.id, TestHash(6), {}, std::nullopt});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->bytes == blobs);
+
+  // A row scale of unit 9 made NaN, the blob resealed: only the value is wrong.
+  std::vector<uint8_t> bad = blobs;
+  const BlobSpec format = ToBlobSpec(spec);
+  const size_t blob = ComputeLayout(format).blob_bytes();
+  const size_t scale = kHeaderBytes + ComputeLayout(format).row_scale_offset + 4 * 5;
+  const uint32_t nan = 0x7FC00000u;
+  std::memcpy(bad.data() + 9 * blob + scale, &nan, 4);
+  SealBlob(format, std::span<uint8_t>(bad.data() + 9 * blob, blob));
+  buffer.Upload(bad, kAt);
+  const absl::Status refused =
+      (*engine)->PutFrom(Target(ns.id, TestHash(7), 1), std::nullopt, *id, kAt, bad.size());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("blob (layer 1, head 1): row scale 5 is not finite"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(client_->Get({ns.id, TestHash(7), {}, std::nullopt}).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Stats().pending_puts, 0u);
+
+  if (EngineGpu() == 0) {
+    absl::StatusOr<base::HttpResponse> r = base::HttpGet(server_->metrics_port(), "/metrics");
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::string series = "leapcache_data_plane_device_transfers_total{op=\"put\"} ";
+    const size_t at = r->body.find(series);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_EQ(std::stod(r->body.substr(at + series.size(), 32)), 1.0);  // the refused put: none
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(DeviceTransports, GpuTierTransferTest,

@@ -207,6 +207,9 @@ TEST_F(DataPlaneTest, TransfersAreCountedAndTimedPhaseByPhaseInTheMetrics) {
   EXPECT_EQ(Series(m, "leapcache_data_plane_transfers_total", {"op=\"get\"", "code=\"NOT_FOUND\""}),
             1);
   EXPECT_EQ(Series(m, "leapcache_data_plane_transfers_total", {"op=\"put\"", "code=\"OK\""}), 1);
+  // Host memory over UCX: nothing moved device to device.
+  EXPECT_EQ(Series(m, "leapcache_data_plane_device_transfers_total", {"op=\"get\""}), 0);
+  EXPECT_EQ(Series(m, "leapcache_data_plane_device_transfers_total", {"op=\"put\""}), 0);
   // Successful transfers only, every phase of the op once per transfer; none of the other op's.
   for (const char* phase : {"session", "open", "list", "move"}) {
     const std::string label = absl::StrCat("phase=\"", phase, "\"");

@@ -173,6 +173,61 @@ TEST_F(PutTest, CommitOrUploadPastTheDeadlineFailsAndReclaims) {
   EXPECT_FALSE(Visible(6));
 }
 
+TEST_F(PutTest, WriteInPlaceGivesTheUnitsAndHoldsThePagesWhileItWrites) {
+  absl::StatusOr<Reservation> r = store_->Reserve(Request(9));
+  ASSERT_TRUE(r.ok());
+  const std::vector<uint8_t> bytes = CheckpointBytes(ns_, 9, {0, 4});
+  ASSERT_TRUE(store_
+                  ->WriteInPlace(r->id,
+                                 [&](const CheckpointStore::UnitAddresses& at) {
+                                   EXPECT_EQ(at.cuda_device, -1);  // host memory
+                                   EXPECT_EQ(at.units.size(), r->units.size());
+                                   for (size_t b = 0; b < at.units.size(); ++b) {
+                                     EXPECT_EQ(at.units[b], r->units[b].data());
+                                     std::memcpy(at.units[b], bytes.data() + b * ns_.unit_bytes,
+                                                 ns_.unit_bytes);
+                                   }
+                                   return absl::OkStatus();
+                                 })
+                  .ok());
+  ASSERT_TRUE(store_->Commit(r->id, Crc(bytes)).ok());
+  EXPECT_EQ(LeaseBytes(*store_->Get(ns_.id, HashOf(9), {0, 4})), bytes);
+
+  // An Abort while the writer writes frees the pages only once it returned; the writer's error
+  // comes back as it was.
+  absl::StatusOr<Reservation> a = store_->Reserve(Request(10));
+  ASSERT_TRUE(a.ok());
+  const size_t used = store_->Stats().tiers[0].used_bytes;
+  const absl::Status written =
+      store_->WriteInPlace(a->id, [&](const CheckpointStore::UnitAddresses&) {
+        EXPECT_TRUE(store_->Abort(a->id).ok());
+        EXPECT_EQ(store_->Stats().tiers[0].used_bytes, used);  // still held
+        return absl::UnavailableError("the engine went away");
+      });
+  EXPECT_EQ(written.code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(store_->Stats().tiers[0].used_bytes, used);
+  EXPECT_EQ(store_->WriteInPlace(a->id, [](const auto&) { return absl::OkStatus(); }).code(),
+            absl::StatusCode::kNotFound);
+
+  // Past its deadline a put gives no addresses and is reclaimed.
+  PutRequest late = Request(11);
+  late.ttl = absl::Milliseconds(100);
+  absl::StatusOr<Reservation> b = store_->Reserve(late);
+  ASSERT_TRUE(b.ok());
+  clock_.Advance(absl::Milliseconds(100));
+  bool called = false;
+  EXPECT_EQ(store_
+                ->WriteInPlace(b->id,
+                               [&](const auto&) {
+                                 called = true;
+                                 return absl::OkStatus();
+                               })
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(store_->Stats().pending_puts, 0u);
+}
+
 // A store with a real reaper thread every millisecond, on `clock`, and one namespace.
 std::unique_ptr<CheckpointStore> ReapedStore(FakeClock* clock, size_t budget_bytes,
                                              NamespaceInfo* ns) {

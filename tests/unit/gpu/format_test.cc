@@ -407,6 +407,54 @@ TEST(ParseBlob, RejectsEveryFlippedHeaderBitAndSampledPayloadBits) {
   }
 }
 
+// ParseBlobHeader (the header, the blob's size and its payload's CRC from elsewhere) answers
+// exactly as ParseBlob of the whole blob: every flipped header bit with and without a resealed
+// header CRC, damaged payloads, and blobs cut or extended past the header.
+TEST(ParseBlobHeader, AnswersAsParseBlobOfTheWholeBlob) {
+  const auto same = [](const std::vector<uint8_t>& blob, const std::string& what) {
+    const StatusOr<BlobSpec> whole = ParseBlob(blob);
+    const uint32_t payload_crc = Crc32c(blob.data() + kHeaderBytes, blob.size() - kHeaderBytes);
+    const StatusOr<BlobSpec> parts =
+        ParseBlobHeader(std::span(blob).first(kHeaderBytes), blob.size(), payload_crc);
+    ASSERT_EQ(whole.ok(), parts.ok()) << what;
+    if (whole.ok()) {
+      EXPECT_TRUE(SameSpec(*whole, *parts)) << what;
+    } else {
+      EXPECT_EQ(whole.status().code(), parts.status().code()) << what;
+      EXPECT_EQ(whole.status().message(), parts.status().message()) << what;
+    }
+  };
+  std::mt19937 rng(29);
+  for (const BlobSpec& s : {BlobSpec::Leap(StateKind::kKda, 6, 16, 32), Plain(Codec::kFp32, 32),
+                            BlobSpec::Leap(StateKind::kGdn, 4, 128, 128)}) {
+    std::vector<uint8_t> blob = RandomBlob(s, 11);
+    same(blob, "sealed");
+    for (size_t byte = 0; byte < kHeaderBytes; ++byte) {
+      for (int bit = 0; bit < 8; ++bit) {
+        std::vector<uint8_t> b = blob;
+        b[byte] ^= static_cast<uint8_t>(1u << bit);
+        const std::string what =
+            s.ToString() + " header byte " + std::to_string(byte) + " bit " + std::to_string(bit);
+        same(b, what);
+        if (byte < header::kHeaderCrc) {
+          ResealHeader(b);
+          same(b, what + " resealed");
+        }
+      }
+    }
+    for (int i = 0; i < 50; ++i) {
+      std::vector<uint8_t> b = blob;
+      b[kHeaderBytes + rng() % (b.size() - kHeaderBytes)] ^= static_cast<uint8_t>(1u + rng() % 255);
+      same(b, "payload");
+    }
+    for (size_t n : {kHeaderBytes, kHeaderBytes + 1, blob.size() - 1, blob.size() + 1}) {
+      std::vector<uint8_t> b = blob;
+      b.resize(n, 0);
+      same(b, "length " + std::to_string(n));
+    }
+  }
+}
+
 TEST(ParseBlob, ResealedHeaderEditsAreStillRejected) {
   const BlobSpec s = BlobSpec::Leap(StateKind::kGdn, 8, 16, 32);
   const std::vector<uint8_t> good = RandomBlob(s, 3);

@@ -18,6 +18,7 @@
 #include "base/status_macros.h"
 #include "client/channel.h"
 #include "client/grpc_status_conversion.h"
+#include "client/mailbox_channel.h"
 #include "client/wire_convert.h"
 #include "leapcache/v1/data_plane.grpc.pb.h"
 #include "transport/backend.h"
@@ -104,16 +105,73 @@ struct AttachedEngine::Impl {
   bool detached ABSL_GUARDED_BY(mu) = false;
   absl::Notification stop_keepalive;
   std::thread keepalive;
+  // The transfer channel (data_plane.proto, OpenTransferChannel), from the first transfer that
+  // got one until it breaks (the next transfer asks again). `no_channel`: kAuto found none to
+  // be had (another host, a server that serves none), so transfers keep to the RPCs.
+  TransferChannel channel_mode = TransferChannel::kAuto;
+  absl::Duration channel_spin;
+  std::unique_ptr<MailboxChannel> transfer_channel ABSL_GUARDED_BY(mu);
+  bool no_channel ABSL_GUARDED_BY(mu) = false;
+  bool last_through_channel ABSL_GUARDED_BY(mu) = false;
+  std::string request_bytes ABSL_GUARDED_BY(mu);
+  std::vector<uint8_t> reply_bytes ABSL_GUARDED_BY(mu);
 
-  // Runs a transfer RPC during which the service moves bytes over the link.
-  grpc::Status RunTransfer(absl::FunctionRef<grpc::Status()> call) {
-    grpc::Status rpc;
+  // Runs a transfer call (an RPC, or a request through the channel) during which the service
+  // moves bytes over the link.
+  absl::Status RunTransfer(absl::FunctionRef<absl::Status()> call) {
+    absl::Status called;
     link->During([&] {
-          rpc = call();
+          called = call();
           return absl::OkStatus();
         })
         .IgnoreError();
-    return rpc;
+    return called;
+  }
+  // Whether this transfer goes through the channel, which is asked for on first use. An error
+  // only where kSharedMemory cannot have one.
+  absl::StatusOr<bool> UseChannel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (transfer_channel != nullptr && transfer_channel->open()) return true;
+    transfer_channel.reset();
+    if (no_channel || channel_mode == TransferChannel::kRpc) return false;
+    absl::StatusOr<std::unique_ptr<MailboxChannel>> opened =
+        MailboxChannel::Open<v1::TransferChannelEvent>([&](grpc::ClientContext* c) {
+          v1::OpenTransferChannelRequest open;
+          open.set_session_id(session_id);
+          return stub->OpenTransferChannel(c, open);
+        });
+    if (!opened.ok()) {
+      if (channel_mode == TransferChannel::kSharedMemory) {
+        return absl::Status(opened.status().code(),
+                            absl::StrCat("no transfer channel: ", opened.status().message()));
+      }
+      no_channel = true;
+      return false;
+    }
+    transfer_channel = *std::move(opened);
+    return true;
+  }
+  // One transfer through the channel: its reply in `reply`, the transfer's status.
+  absl::Status ChannelTransfer(const v1::TransferChannelRequest& request,
+                               v1::TransferChannelReply* reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    request.SerializeToString(&request_bytes);
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(request_bytes.data()),
+                                         request_bytes.size());
+    // While the channel's call is up, its connection is READY; a service that died takes it down.
+    const auto alive = [this] { return channel->GetState(false) == GRPC_CHANNEL_READY; };
+    // The service answers by the request's own deadline; the wait gives it a little longer.
+    LC_RETURN_IF_ERROR(
+        transfer_channel->Call(bytes, &reply_bytes, channel_spin,
+                               absl::Now() + options.transfer_timeout + absl::Seconds(2), alive));
+    if (!reply->ParseFromArray(reply_bytes.data(), static_cast<int>(reply_bytes.size()))) {
+      (void)transfer_channel->End();
+      return absl::DataLossError("the transfer channel's reply does not parse");
+    }
+    std::optional<absl::Status> st = ReplyStatus(reply->code(), reply->message());
+    if (!st.has_value()) {
+      (void)transfer_channel->End();
+      return absl::DataLossError(absl::StrCat("the transfer channel replied code ", reply->code()));
+    }
+    return *st;
   }
   // Sends a registration's descriptor to the service; the service's buffer id.
   absl::StatusOr<uint64_t> RegisterRemote(const transport::BufferDescriptor& d) {
@@ -195,6 +253,8 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->session_ttl = attach.session_ttl;
+  impl->channel_mode = attach.transfer_channel;
+  impl->channel_spin = attach.channel_spin;
   LC_ASSIGN_OR_RETURN(impl->client, Client::Create(options));
   LC_ASSIGN_OR_RETURN(impl->channel, ConnectChannel(options));
   impl->stub = v1::DataPlane::NewStub(impl->channel);
@@ -264,12 +324,18 @@ absl::StatusOr<std::unique_ptr<AttachedEngine>> AttachedEngine::Attach(
   return std::unique_ptr<AttachedEngine>(new AttachedEngine(std::move(impl)));
 }
 
+bool AttachedEngine::transferring_through_channel() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->last_through_channel;
+}
+
 absl::Status AttachedEngine::Detach() {
   Impl& m = *impl_;
   m.StopKeepalive();
   absl::MutexLock lock(&m.mu);
   if (m.detached) return absl::OkStatus();
   m.detached = true;
+  m.transfer_channel.reset();  // closes its mailbox and ends its call
   const grpc::Status st = m.DetachRemote();
   // The service no longer reaches the buffers: unregister them locally, then end the link.
   m.buffers.clear();
@@ -361,7 +427,8 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
     return out;
   }
 
-  v1::TransferGetRequest q;
+  v1::TransferChannelRequest through;
+  v1::TransferGetRequest& q = *through.mutable_get();
   q.set_session_id(m.session_id);
   q.set_namespace_id(request.namespace_id);
   q.set_namespace_tag(m.client->RegisteredTag(request.namespace_id).value_or(0));
@@ -376,11 +443,18 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   }
   q.set_buffer_id(b.remote_id);
   q.set_offset(offset);
-  v1::TransferGetResponse r;
-  grpc::ClientContext c;
-  m.Deadline(&c, m.options.transfer_timeout);
-  if (grpc::Status st = m.RunTransfer([&] { return m.stub->TransferGet(&c, q, &r); }); !st.ok()) {
-    return FromGrpcStatus(st);
+  LC_ASSIGN_OR_RETURN(m.last_through_channel, m.UseChannel());
+  v1::TransferChannelReply reply;
+  v1::TransferGetResponse& r = *reply.mutable_get();
+  if (m.last_through_channel) {
+    through.set_timeout_us(
+        static_cast<uint64_t>(absl::ToInt64Microseconds(m.options.transfer_timeout)));
+    LC_RETURN_IF_ERROR(m.RunTransfer([&] { return m.ChannelTransfer(through, &reply); }));
+  } else {
+    grpc::ClientContext c;
+    m.Deadline(&c, m.options.transfer_timeout);
+    LC_RETURN_IF_ERROR(
+        m.RunTransfer([&] { return FromGrpcStatus(m.stub->TransferGet(&c, q, &r)); }));
   }
   absl::StatusOr<TransferredCheckpoint> out = FromHeader(r.header());
   if (!out.ok()) return out.status();
@@ -453,7 +527,8 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
     return dense.has_value() ? m.client->PutDense(target, *dense, data)
                              : m.client->PutCompact(target, data);
   }
-  v1::TransferPutRequest q;
+  v1::TransferChannelRequest through;
+  v1::TransferPutRequest& q = *through.mutable_put();
   q.set_session_id(m.session_id);
   q.set_namespace_id(target.namespace_id);
   q.set_namespace_tag(m.client->RegisteredTag(target.namespace_id).value_or(0));
@@ -472,19 +547,30 @@ absl::Status AttachedEngine::PutFrom(const PutTarget& target,
   q.set_offset(offset);
   q.set_length(length);
   q.set_crc32c(crc);
-  v1::TransferPutResponse r;
-  grpc::ClientContext c;
-  m.Deadline(&c, m.options.transfer_timeout);
+  absl::StatusOr<bool> use_channel = m.UseChannel();
+  if (!use_channel.ok()) return use_channel.status();
+  m.last_through_channel = *use_channel;
   // A two-sided backend posts its send before the call: the service receives the bytes first,
   // whatever it then decides.
   const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
   LC_RETURN_IF_ERROR(m.link->Post({b.ptr + offset, length}, {}, deadline));
-  const grpc::Status put = m.RunTransfer([&] { return m.stub->TransferPut(&c, q, &r); });
+  absl::Status put;
+  if (m.last_through_channel) {
+    through.set_timeout_us(
+        static_cast<uint64_t>(absl::ToInt64Microseconds(m.options.transfer_timeout)));
+    v1::TransferChannelReply reply;
+    put = m.RunTransfer([&] { return m.ChannelTransfer(through, &reply); });
+  } else {
+    v1::TransferPutResponse r;
+    grpc::ClientContext c;
+    m.Deadline(&c, m.options.transfer_timeout);
+    put = m.RunTransfer([&] { return FromGrpcStatus(m.stub->TransferPut(&c, q, &r)); });
+  }
   // The service answers only after its receive completed, so the send completes at once; if it
   // failed before receiving (an ended session), the post cannot be matched any more and the
   // wait aborts the link.
   const absl::Status sent = m.link->Wait(m.WaitDeadline(put.ok(), deadline));
-  if (!put.ok()) return FromGrpcStatus(put);
+  if (!put.ok()) return put;
   return sent;
 }
 
@@ -515,9 +601,9 @@ absl::Status AttachedEngine::RunStepTransfer(
       m.link->Post({b.ptr + in_offset, in_bytes}, {b.ptr + out_offset, out_bytes}, deadline));
   absl::Status stepped;
   m.RunTransfer([&] {
-    stepped = call(m.session_id, b.remote_id);
-    return grpc::Status::OK;
-  });
+     stepped = call(m.session_id, b.remote_id);
+     return absl::OkStatus();
+   }).IgnoreError();
   // The service writes o whenever it read the inputs; if it failed before, nothing matches and
   // the wait aborts the link (as for a put).
   const absl::Status moved = m.link->Wait(m.WaitDeadline(stepped.ok(), deadline));

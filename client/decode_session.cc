@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/shm_mailbox.h"
 #include "client/channel.h"
 #include "client/grpc_status_conversion.h"
+#include "client/mailbox_channel.h"
 #include "client/wire_convert.h"
 #include "leapcache/v1/decode.grpc.pb.h"
 
@@ -41,12 +41,10 @@ struct DecodeSession::Impl {
   std::unique_ptr<grpc::ClientReaderWriter<v1::StepRequest, v1::StepResponse>> stream;
   v1::StepRequest request;
   v1::StepResponse response;
-  // The step channel: the OpenStepChannel call that keeps it open on the service, and its
-  // mailbox, from the first StepInBuffer that got one until a failure or Close. `no_channel`:
-  // kAuto found none to be had, so steps keep to the stream.
-  std::unique_ptr<grpc::ClientContext> channel_context;
-  std::unique_ptr<grpc::ClientReader<v1::StepChannelEvent>> channel_call;
-  std::unique_ptr<base::ShmMailbox> mailbox;
+  // The step channel (its OpenStepChannel call and mailbox), from the first StepInBuffer that
+  // got one until a failure or Close. `no_channel`: kAuto found none to be had, so steps keep to
+  // the stream.
+  std::unique_ptr<MailboxChannel> step_channel_call;
   bool no_channel = false;
   bool last_through_channel = false;
   std::string request_bytes;
@@ -76,37 +74,19 @@ struct DecodeSession::Impl {
 
   // Asks for a step channel and maps its mailbox.
   absl::Status OpenChannel() {
-    channel_context = std::make_unique<grpc::ClientContext>();
-    v1::OpenStepChannelRequest open;
-    open.set_session_id(info.id);
-    channel_call = stub->OpenStepChannel(channel_context.get(), open);
-    v1::StepChannelEvent event;
-    if (!channel_call->Read(&event)) {
-      absl::Status st = FromGrpcStatus(channel_call->Finish());
-      channel_call.reset();
-      channel_context.reset();
-      return st.ok() ? absl::UnavailableError("the step channel ended before it opened") : st;
-    }
-    absl::StatusOr<std::unique_ptr<base::ShmMailbox>> box = base::ShmMailbox::Open(event.name());
-    if (!box.ok()) {
-      (void)EndChannel();
-      return box.status();
-    }
-    mailbox = *std::move(box);
+    absl::StatusOr<std::unique_ptr<MailboxChannel>> opened =
+        MailboxChannel::Open<v1::StepChannelEvent>([&](grpc::ClientContext* c) {
+          v1::OpenStepChannelRequest open;
+          open.set_session_id(info.id);
+          return stub->OpenStepChannel(c, open);
+        });
+    if (!opened.ok()) return opened.status();
+    step_channel_call = *std::move(opened);
     return absl::OkStatus();
   }
-  // Closes the mailbox (the service's side then ends the call) and returns the call's status:
-  // the service's reason when it ended the channel itself.
-  absl::Status EndChannel() {
-    if (mailbox != nullptr) mailbox->Close();
-    mailbox.reset();
-    if (channel_call == nullptr) return absl::OkStatus();
-    channel_context->TryCancel();
-    grpc::Status st = channel_call->Finish();
-    channel_call.reset();
-    channel_context.reset();
-    return FromGrpcStatus(st);
-  }
+  bool channel_open() const { return step_channel_call != nullptr && step_channel_call->open(); }
+  // Ends the channel (the service's side then ends the call).
+  void EndChannel() { step_channel_call.reset(); }
   // One step through the channel: `request` serialized into the mailbox, its reply's status.
   absl::Status ChannelStep() {
     request.SerializeToString(&request_bytes);
@@ -114,23 +94,23 @@ struct DecodeSession::Impl {
                                          request_bytes.size());
     // While the channel's call is up, its connection is READY; a service that died takes it down.
     const auto alive = [this] { return channel->GetState(false) == GRPC_CHANNEL_READY; };
-    absl::Status st =
-        mailbox->Call(bytes, &reply_bytes, channel_spin, absl::Now() + options.rpc_timeout, alive);
-    if (!st.ok()) {
-      // The channel is gone; say why the service ended it where it did.
-      const absl::Status ended = EndChannel();
-      return ended.ok() || ended.code() == absl::StatusCode::kCancelled ? st : ended;
+    if (absl::Status st = step_channel_call->Call(bytes, &reply_bytes, channel_spin,
+                                                  absl::Now() + options.rpc_timeout, alive);
+        !st.ok()) {
+      EndChannel();
+      return st;
     }
     v1::StepChannelReply reply;
     if (!reply.ParseFromArray(reply_bytes.data(), static_cast<int>(reply_bytes.size()))) {
-      (void)EndChannel();
+      EndChannel();
       return absl::DataLossError("the step channel's reply does not parse");
     }
-    if (reply.code() < 0 || reply.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-      (void)EndChannel();
+    std::optional<absl::Status> st = ReplyStatus(reply.code(), reply.message());
+    if (!st.has_value()) {
+      EndChannel();
       return absl::DataLossError(absl::StrCat("the step channel replied code ", reply.code()));
     }
-    return absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message());
+    return *st;
   }
   absl::Duration channel_spin;
   StepChannel step_channel = StepChannel::kAuto;
@@ -236,7 +216,7 @@ absl::Status DecodeSession::StepInBuffer(AttachedEngine& engine, const DecodeBuf
         b->set_buffer_id(remote_buffer);
         b->set_input_offset(step.input_offset);
         b->set_output_offset(step.output_offset);
-        if (m.mailbox == nullptr && !m.no_channel) {
+        if (!m.channel_open() && !m.no_channel) {
           if (absl::Status st = m.OpenChannel(); !st.ok()) {
             if (m.step_channel == StepChannel::kSharedMemory) {
               return absl::Status(st.code(), absl::StrCat("no step channel: ", st.message()));
@@ -244,8 +224,8 @@ absl::Status DecodeSession::StepInBuffer(AttachedEngine& engine, const DecodeBuf
             m.no_channel = true;  // kAuto: another host, or a server that serves none
           }
         }
-        m.last_through_channel = m.mailbox != nullptr;
-        return m.mailbox != nullptr ? m.ChannelStep() : m.Exchange();
+        m.last_through_channel = m.channel_open();
+        return m.last_through_channel ? m.ChannelStep() : m.Exchange();
       });
 }
 
@@ -291,7 +271,7 @@ absl::Status DecodeSession::Close() {
   Impl& m = *impl_;
   if (m.closed) return absl::OkStatus();
   m.closed = true;
-  (void)m.EndChannel();
+  m.EndChannel();
   if (m.stream != nullptr) {
     m.stream->WritesDone();
     (void)m.stream->Finish();

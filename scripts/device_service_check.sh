@@ -81,6 +81,8 @@ fi
 # gpu_tier_mps repeats the last under CUDA MPS (nvidia-cuda-mps-control, where installed): the
 # engine and the server then share one GPU context instead of the GPU switching between their
 # contexts at every handoff (about 140 us each on an H200).
+# Engines on this host move their transfers through the shared-memory transfer channel; the GPU
+# tier runs repeat the CUDA IPC rows through the Transfer RPCs (*_rpc) for comparison.
 # host_unmapped is decode_cuda with the host tier not mapped for the device
 # (host_tier_mapping=off): gets from it then go through staging memory chunk by chunk.
 runs=(decode_cuda decode_cpu host_unmapped gpu_tier)
@@ -108,6 +110,13 @@ for run in "${runs[@]}"; do
     --target="127.0.0.1:$(cat "$out/server.port")" --engine-gpu=0 --metrics-port="$metrics_port" \
     --json="$out/transfer_bench_engine_gpu0_$run.json" |
     grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_$run.md" || status=1
+  # The same CUDA IPC transfers through the Transfer RPCs instead of the transfer channel.
+  if [ "$run" = gpu_tier ] || [ "$run" = gpu_tier_mps ]; then
+    timeout 300 "$bundle/bin/leapcache-transfer-bench" --reps=20 --transports=cuda_ipc \
+      --transfer-channel=rpc --target="127.0.0.1:$(cat "$out/server.port")" --engine-gpu=0 \
+      --metrics-port="$metrics_port" --json="$out/transfer_bench_engine_gpu0_${run}_rpc.json" |
+      grep -v '^{' | tee "$out/transfer_bench_engine_gpu0_${run}_rpc.md" || status=1
+  fi
   kill -TERM "$server"
   wait "$server" || true
   if [ "$run" = gpu_tier_mps ]; then mps_stop; fi

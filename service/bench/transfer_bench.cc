@@ -4,6 +4,7 @@
 //
 //   leapcache-transfer-bench [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=HOST:PORT]
 //                            [--engine-gpu=D] [--metrics-port=P] [--transports=T,...]
+//                            [--transfer-channel=auto|rpc|shm]
 //
 // One 32-layer x 32-head x 128 x 128 checkpoint, as compact 8-bit window-format blobs (20 MB),
 // its first layer alone (0.6 MB, the unit of an engine that pages states per layer) and as
@@ -19,8 +20,12 @@
 // (p50, p99, mean) and, with --metrics-port (the --target server's admin port on 127.0.0.1),
 // the server's mean time per phase (leapcache_data_plane_phase_seconds) beside its RPC time; the
 // rest of a call is the RPC's trip and the engine's side, of which the engine's check of the
-// landed bytes is timed alone. --transports=cuda_ipc,... keeps only those rows. By default the
-// server runs in this process (CPU backend, loopback).
+// landed bytes is timed alone. --transports=cuda_ipc,... keeps only those rows.
+// --transfer-channel picks how the engine reaches the service (AttachOptions::transfer_channel):
+// auto (the shared-memory transfer channel where the server offers one on this host; such rows
+// say "+ channel", and their "server" time is the request's time on the service instead of the
+// RPC's), rpc (always the Transfer RPCs), shm (the channel or nothing). By default the server
+// runs in this process (CPU backend, loopback).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -74,6 +79,7 @@ struct Flags {
   int metrics_port = 0;
   // Only these transports (inline, ucx, cuda_ipc, nccl); empty: every one the run allows.
   std::vector<std::string> transports;
+  client::TransferChannel channel = client::TransferChannel::kAuto;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -102,13 +108,20 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->transports = absl::StrSplit(value, ',');
       continue;
     }
+    if (name == "--transfer-channel" && (value == "auto" || value == "rpc" || value == "shm")) {
+      f->channel = value == "auto"  ? client::TransferChannel::kAuto
+                   : value == "rpc" ? client::TransferChannel::kRpc
+                                    : client::TransferChannel::kSharedMemory;
+      continue;
+    }
     if (name == "--metrics-port" && absl::SimpleAtoi(value, &f->metrics_port) &&
         f->metrics_port > 0) {
       continue;
     }
     std::fprintf(stderr,
                  "usage: %s [--reps=N] [--ucx-tls=TLS] [--json=PATH] [--target=H:P] "
-                 "[--engine-gpu=D] [--metrics-port=P] [--transports=T,...]\n",
+                 "[--engine-gpu=D] [--metrics-port=P] [--transports=T,...] "
+                 "[--transfer-channel=auto|rpc|shm]\n",
                  argv[0]);
     return false;
   }
@@ -146,8 +159,9 @@ double Mean(const std::vector<double>& v) {
 }
 
 // The server's time per transfer, from its admin endpoint: the sum and count of each phase of
-// leapcache_data_plane_phase_seconds ("get/move", ...) and of the transfer RPCs'
-// leapcache_rpc_duration_seconds ("get/rpc", "put/rpc"), as of one scrape.
+// leapcache_data_plane_phase_seconds ("get/move", ...), of the transfer RPCs'
+// leapcache_rpc_duration_seconds ("get/rpc", "put/rpc") and of the channel transfers'
+// leapcache_data_plane_channel_transfer_seconds ("get/channel", "put/channel"), as of one scrape.
 using Scrape = std::map<std::string, std::pair<double, double>>;
 
 // The value of label `name` in a series line's label set, or "".
@@ -174,6 +188,8 @@ Scrape ScrapeTransfers(const MetricsSource& metrics) {
       const std::string method = Label(line, "method");
       if (method == "DataPlane/TransferGet") key = "get/rpc";
       if (method == "DataPlane/TransferPut") key = "put/rpc";
+    } else if (absl::StartsWith(line, "leapcache_data_plane_channel_transfer_seconds_")) {
+      key = absl::StrCat(Label(line, "op"), "/channel");
     }
     if (key.empty()) continue;
     const bool sum = absl::StrContains(line, "_sum{"), count = absl::StrContains(line, "_count{");
@@ -306,8 +322,20 @@ struct Row {
   // the landed bytes (DeviceCrc32c of a device buffer, median); the server's phases (mean us).
   double get_p50_us = 0, get_p99_us = 0, get_mean_us = 0, check_us = 0;
   double miss_p50_us = 0;  // a get of an absent key: the call's floor
+  double put_p50_us = 0;   // put call latency on the engine, median
   std::map<std::string, double> server_us;
 };
+
+// A server time of the row (mean us), "-" where the scrapes had none.
+std::string ServerMicros(const Row& r, const std::string& key) {
+  auto it = r.server_us.find(key);
+  return it == r.server_us.end() ? std::string("-") : absl::StrFormat("%.1f", it->second);
+}
+// The server's time of an op's call: its RPC's, or through a channel the request's.
+std::string ServerCallMicros(const Row& r, const std::string& op) {
+  return r.server_us.contains(op + "/channel") ? ServerMicros(r, op + "/channel")
+                                               : ServerMicros(r, op + "/rpc");
+}
 
 // The engine's buffer: host memory, or device memory where the run has a GPU.
 class EngineBuffer {
@@ -376,6 +404,7 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   client::AttachOptions attach;
   attach.transports = {transport};
   attach.ucx_transports = f.ucx_tls;
+  attach.transfer_channel = f.channel;
   auto engine = client::AttachedEngine::Attach(options, identity, attach);
   if (!engine.ok()) Die("attach", engine.status());
   EngineBuffer src(memory, payload.size()), dst(memory, payload.size());
@@ -420,6 +449,7 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   Row row;
   row.server_us = MeanMicros(before, after);
   row.miss_p50_us = 1e6 * Median(miss_t);
+  row.put_p50_us = 1e6 * Median(put_t);
   row.get_p50_us = 1e6 * Median(get_t);
   row.get_p99_us = 1e6 * Quantile(get_t, 0.99);
   row.get_mean_us = 1e6 * Mean(get_t);
@@ -437,6 +467,7 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   }
 #endif
   row.transport = transport == Transport::kInline ? "inline gRPC" : TransportLabel(transport);
+  if ((*engine)->transferring_through_channel()) row.transport += " + channel";
   if (transport != (*engine)->transport()) {
     Die("attach", absl::InternalError("the service chose another transport"));
   }
@@ -543,31 +574,28 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "\nget latency on the engine (us) and where the server's part went (mean us per call%s)\n"
-      "\n| transport | engine memory | payload | p50 | p99 | mean | server RPC | session | open | "
-      "list | move | engine check |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      "\n| transport | engine memory | payload | p50 | p99 | mean | server call | session | open | "
+      "list | move | engine check | absent key p50 |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       !metrics ? "; no --metrics-port: no server phases" : "");
   for (const Row& r : rows) {
-    auto us = [&](const char* key) {
-      auto it = r.server_us.find(key);
-      return it == r.server_us.end() ? std::string("-") : absl::StrFormat("%.1f", it->second);
-    };
+    auto us = [&](const std::string& key) { return ServerMicros(r, key); };
+    auto server = [&](const std::string& op) { return ServerCallMicros(r, op); };
     std::printf("| %s | %s | %s | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %.1f |\n",
                 r.transport.c_str(), r.memory.c_str(), r.payload.c_str(), r.get_p50_us,
-                r.get_p99_us, r.get_mean_us, us("get/rpc").c_str(), us("get/session").c_str(),
+                r.get_p99_us, r.get_mean_us, server("get").c_str(), us("get/session").c_str(),
                 us("get/open").c_str(), us("get/list").c_str(), us("get/move").c_str(),
                 r.check_us > 0 ? absl::StrFormat("%.1f", r.check_us).c_str() : "-", r.miss_p50_us);
   }
   if (metrics) {
     std::printf(
-        "\n| transport | engine memory | payload | put server RPC | session | open | move | "
-        "commit |\n|---|---|---|---:|---:|---:|---:|---:|\n");
+        "\n| transport | engine memory | payload | put p50 | put server call | session | open | "
+        "move | commit |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
     for (const Row& r : rows) {
-      auto us = [&](const char* key) {
-        auto it = r.server_us.find(key);
-        return it == r.server_us.end() ? std::string("-") : absl::StrFormat("%.1f", it->second);
-      };
-      std::printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.transport.c_str(),
-                  r.memory.c_str(), r.payload.c_str(), us("put/rpc").c_str(),
+      auto us = [&](const std::string& key) { return ServerMicros(r, key); };
+      auto server = [&](const std::string& op) { return ServerCallMicros(r, op); };
+      std::printf("| %s | %s | %s | %.1f | %s | %s | %s | %s | %s |\n", r.transport.c_str(),
+                  r.memory.c_str(), r.payload.c_str(), r.put_p50_us, server("put").c_str(),
                   us("put/session").c_str(), us("put/open").c_str(), us("put/move").c_str(),
                   us("put/commit").c_str());
     }

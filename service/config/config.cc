@@ -159,9 +159,13 @@ absl::Status ValidateConfig(const ServerConfig& c) {
   if (c.decode_idle_timeout <= absl::ZeroDuration()) {
     return Invalid("decode_idle_timeout must be positive");
   }
-  if (c.decode_step_channel_spin < absl::ZeroDuration() ||
-      c.decode_step_channel_spin > absl::Seconds(1)) {
-    return Invalid("decode_step_channel_spin must be 0..1s");
+  for (const auto& [name, spin] :
+       {std::pair<const char*, absl::Duration>{"decode_step_channel_spin",
+                                               c.decode_step_channel_spin},
+        {"data_plane_transfer_channel_spin", c.data_plane_transfer_channel_spin}}) {
+    if (spin < absl::ZeroDuration() || spin > absl::Seconds(1)) {
+      return Invalid(absl::StrCat(name, " must be 0..1s"));
+    }
   }
   // The watchdog checks streams every kStreamSweepInterval (server.h); a limit below it would
   // not mean what it says.

@@ -196,6 +196,13 @@ struct ServerConfig {
   // How long a channel's thread polls for the next step before it sleeps (0: it always sleeps,
   // and every step pays a futex wake). Polling costs a core per channel while it lasts.
   absl::Duration decode_step_channel_spin = absl::Milliseconds(1);
+  // Transfer channels (data_plane.proto, OpenTransferChannel): same-host engines' gets and puts
+  // through a shared-memory mailbox instead of the Transfer RPCs. Off: OpenTransferChannel is
+  // FAILED_PRECONDITION and engines keep to the RPCs.
+  bool data_plane_transfer_channels = true;
+  // How long a transfer channel's thread polls for the next transfer before it sleeps (as
+  // decode_step_channel_spin).
+  absl::Duration data_plane_transfer_channel_spin = absl::Milliseconds(1);
 
   // --- Lifecycle ---
   // On SIGTERM/SIGINT: stop accepting calls, let calls in flight finish for this long, then

@@ -216,6 +216,10 @@ const std::vector<Setting>& Settings() {
                   "serve same-host engines' decode steps through shared memory"),
       DurationSetting("decode_step_channel_spin", &C::decode_step_channel_spin,
                       "how long a step channel polls before it sleeps"),
+      BoolSetting("data_plane_transfer_channels", &C::data_plane_transfer_channels,
+                  "serve same-host engines' gets and puts through shared memory"),
+      DurationSetting("data_plane_transfer_channel_spin", &C::data_plane_transfer_channel_spin,
+                      "how long a transfer channel polls before it sleeps"),
       DurationSetting("shutdown_grace", &C::shutdown_grace,
                       "on SIGTERM, time calls in flight get to finish"),
   };

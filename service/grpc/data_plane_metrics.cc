@@ -36,11 +36,24 @@ DataPlaneMetrics::DataPlaneMetrics(metrics::Registry* registry)
       device_transfers_(registry->AddCounter(
           "leapcache_data_plane_device_transfers_total",
           "Successful data-plane transfers whose bytes moved between the GPU tier and the "
-          "engine's GPU memory without the host, by op.")) {
+          "engine's GPU memory without the host, by op.")),
+      channels_(registry
+                    ->AddGauge("leapcache_data_plane_transfer_channels",
+                               "Open transfer channels (same-host engines' shared memory).")
+                    .Add({})),
+      channel_transfers_(registry->AddCounter(
+          "leapcache_data_plane_channel_transfers_total",
+          "Data-plane transfers that came through a transfer channel, by op.")),
+      channel_seconds_(registry->AddHistogram(
+          "leapcache_data_plane_channel_transfer_seconds",
+          "Time of a transfer through a channel on the service, request taken to reply written.",
+          PhaseSecondsBuckets())) {
   // Series exist from the start, so rates and quantiles are defined before the first transfer.
   for (TransferOp op : {TransferOp::kGet, TransferOp::kPut}) {
     transfers_.Add({{"op", OpLabel(op)}, {"code", "OK"}});
     device_transfers_.Add({{"op", OpLabel(op)}});
+    channel_transfers_.Add({{"op", OpLabel(op)}});
+    channel_seconds_.Add({{"op", OpLabel(op)}});
     for (TransferPhase p : PhasesOf(op)) {
       phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}});
     }
@@ -59,6 +72,11 @@ void DataPlaneMetrics::Record(TransferOp op, const absl::Status& status,
     phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}})
         .Observe(absl::ToDoubleSeconds(times[p]));
   }
+}
+
+void DataPlaneMetrics::RecordChannel(TransferOp op, absl::Duration served) {
+  channel_transfers_.Add({{"op", OpLabel(op)}}).Increment();
+  channel_seconds_.Add({{"op", OpLabel(op)}}).Observe(absl::ToDoubleSeconds(served));
 }
 
 }  // namespace leapcache::server

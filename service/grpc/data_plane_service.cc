@@ -1,12 +1,16 @@
 #include "service/grpc/data_plane_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "base/shm_mailbox.h"
 #include "base/status_macros.h"
 #include "service/grpc/grpc_status.h"
 #include "service/grpc/proto_convert.h"
@@ -126,33 +130,65 @@ grpc::Status DataPlaneService::ReleaseBuffer(grpc::ServerContext* context,
                                             request->session_id(), request->buffer_id()));
 }
 
-grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
-                                           const v1::TransferGetRequest* request,
-                                           v1::TransferGetResponse* response) {
-  absl::StatusOr<std::string> caller = auth_->Caller(*context);
-  if (!caller.ok()) return ToGrpcStatus(caller.status());
+absl::Status DataPlaneService::RunGet(const DataPlaneCall& call,
+                                      const v1::TransferGetRequest& request,
+                                      v1::TransferGetResponse* response) {
   auto read = [&]() -> absl::StatusOr<ReadRequest> {
     ReadRequest r;
-    r.ns = request->namespace_id();
-    LC_RETURN_IF_ERROR(auth_->Namespace(*caller, r.ns));
-    LC_RETURN_IF_ERROR(store_->CheckNamespaceTag(r.ns, request->namespace_tag()));
-    LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request->hash(), "hash"));
-    LC_ASSIGN_OR_RETURN(r.heads,
-                        ResolveHeads(*store_, r.ns, request->has_heads(), request->heads()));
-    if (request->has_dense()) {
-      LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request->dense()));
+    r.ns = request.namespace_id();
+    LC_RETURN_IF_ERROR(auth_->Namespace(std::string(call.caller), r.ns));
+    LC_RETURN_IF_ERROR(store_->CheckNamespaceTag(r.ns, request.namespace_tag()));
+    LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
+    LC_ASSIGN_OR_RETURN(r.heads, ResolveHeads(*store_, r.ns, request.has_heads(), request.heads()));
+    if (request.has_dense()) {
+      LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
     }
     return r;
   };
   TransferTimes times;
   absl::StatusOr<GetResult> got =
-      plane_->Get(DataPlaneCallOf(*context, *caller), request->session_id(), request->buffer_id(),
-                  request->offset(), read, &times);
+      plane_->Get(call, request.session_id(), request.buffer_id(), request.offset(), read, &times);
   if (metrics_ != nullptr) metrics_->Record(TransferOp::kGet, got.status(), times);
-  if (!got.ok()) return ToGrpcStatus(got.status());
+  if (!got.ok()) return got.status();
   GetHeaderToProto(got->shape, response->mutable_header());
   response->set_crc32c(got->crc32c);
-  return grpc::Status::OK;
+  return absl::OkStatus();
+}
+
+absl::Status DataPlaneService::RunPut(const DataPlaneCall& call,
+                                      const v1::TransferPutRequest& request,
+                                      v1::TransferPutResponse* response) {
+  auto target = [&]() -> absl::StatusOr<PutArgs> {
+    PutArgs put;
+    core::PutRequest& p = put.request;
+    p.ns = request.namespace_id();
+    LC_RETURN_IF_ERROR(auth_->Namespace(std::string(call.caller), p.ns));
+    LC_RETURN_IF_ERROR(store_->CheckNamespaceTag(p.ns, request.namespace_tag()));
+    LC_ASSIGN_OR_RETURN(p.hash, HashFromProto(request.hash(), "hash"));
+    LC_ASSIGN_OR_RETURN(p.position, PositionFromProto(request.position()));
+    LC_ASSIGN_OR_RETURN(p.heads, ResolveHeads(*store_, p.ns, request.has_heads(), request.heads()));
+    p.ttl = absl::Milliseconds(request.ttl_ms());
+    if (request.has_dense()) {
+      LC_ASSIGN_OR_RETURN(put.dense, DenseFromProto(request.dense()));
+    }
+    return put;
+  };
+  TransferTimes times;
+  const absl::Status put =
+      plane_->Put(call, request.session_id(), request.buffer_id(), request.offset(),
+                  request.length(), request.crc32c(), target, &times);
+  if (metrics_ != nullptr) metrics_->Record(TransferOp::kPut, put, times);
+  if (!put.ok()) return put;
+  response->set_bytes(request.length());
+  return absl::OkStatus();
+}
+
+grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
+                                           const v1::TransferGetRequest* request,
+                                           v1::TransferGetResponse* response) {
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return ToGrpcStatus(RunGet(DataPlaneCallOf(*context, *caller), *request, response));
 }
 
 grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
@@ -160,30 +196,93 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
                                            v1::TransferPutResponse* response) {
   absl::StatusOr<std::string> caller = auth_->Caller(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  auto target = [&]() -> absl::StatusOr<PutArgs> {
-    PutArgs put;
-    core::PutRequest& p = put.request;
-    p.ns = request->namespace_id();
-    LC_RETURN_IF_ERROR(auth_->Namespace(*caller, p.ns));
-    LC_RETURN_IF_ERROR(store_->CheckNamespaceTag(p.ns, request->namespace_tag()));
-    LC_ASSIGN_OR_RETURN(p.hash, HashFromProto(request->hash(), "hash"));
-    LC_ASSIGN_OR_RETURN(p.position, PositionFromProto(request->position()));
-    LC_ASSIGN_OR_RETURN(p.heads,
-                        ResolveHeads(*store_, p.ns, request->has_heads(), request->heads()));
-    p.ttl = absl::Milliseconds(request->ttl_ms());
-    if (request->has_dense()) {
-      LC_ASSIGN_OR_RETURN(put.dense, DenseFromProto(request->dense()));
-    }
-    return put;
+  return ToGrpcStatus(RunPut(DataPlaneCallOf(*context, *caller), *request, response));
+}
+
+grpc::Status DataPlaneService::OpenTransferChannel(
+    grpc::ServerContext* context, const v1::OpenTransferChannelRequest* request,
+    grpc::ServerWriter<v1::TransferChannelEvent>* writer) {
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  const uint64_t session_id = request->session_id();
+  const DataPlaneCall open = DataPlaneCallOf(*context, *caller);
+  if (absl::Status st = plane_->Keepalive(open, session_id); !st.ok()) return ToGrpcStatus(st);
+  if (!channels_.enabled) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        "this server serves no transfer channels (data_plane_transfer_channels is off): use "
+        "TransferGet and TransferPut"));
+  }
+  absl::StatusOr<std::unique_ptr<base::ShmMailbox>> box =
+      base::ShmMailbox::Create(channels_.mailbox.capacity);
+  if (!box.ok()) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        absl::StrCat("cannot create the transfer channel's mailbox: ", box.status().message())));
+  }
+  base::ShmMailbox& mailbox = **box;
+  if (metrics_ != nullptr) metrics_->ChannelOpened();
+  const absl::Cleanup counted = [this] {
+    if (metrics_ != nullptr) metrics_->ChannelClosed();
   };
-  TransferTimes times;
-  const absl::Status put =
-      plane_->Put(DataPlaneCallOf(*context, *caller), request->session_id(), request->buffer_id(),
-                  request->offset(), request->length(), request->crc32c(), target, &times);
-  if (metrics_ != nullptr) metrics_->Record(TransferOp::kPut, put, times);
-  if (!put.ok()) return ToGrpcStatus(put);
-  response->set_bytes(request->length());
-  return grpc::Status::OK;
+  v1::TransferChannelEvent event;
+  event.set_name(mailbox.name());
+  event.set_capacity(mailbox.capacity());
+  if (!writer->Write(event)) return grpc::Status::OK;  // the engine went away
+
+  v1::TransferChannelRequest q;
+  v1::TransferChannelReply r;
+  const auto serve = [&](std::span<const uint8_t> bytes, std::string* reply) {
+    const absl::Time start = absl::Now();
+    r.Clear();
+    absl::Status st;
+    std::optional<TransferOp> op;
+    if (!q.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      st = absl::InvalidArgumentError(
+          "a transfer channel request does not parse as a TransferChannelRequest");
+    } else {
+      DataPlaneCall call = open;
+      // The request's own deadline, as a unary call's; none: the data plane's longest.
+      if (q.timeout_us() > 0) {
+        call.deadline = start + absl::Microseconds(std::min<uint64_t>(q.timeout_us(), INT64_MAX));
+      }
+      const auto misdirected = [&](uint64_t named) {
+        return absl::InvalidArgumentError(absl::StrCat("the request names session ", named,
+                                                       "; this channel serves ", session_id));
+      };
+      switch (q.call_case()) {
+        case v1::TransferChannelRequest::kGet:
+          op = TransferOp::kGet;
+          st = q.get().session_id() != session_id ? misdirected(q.get().session_id())
+                                                  : RunGet(call, q.get(), r.mutable_get());
+          break;
+        case v1::TransferChannelRequest::kPut:
+          op = TransferOp::kPut;
+          st = q.put().session_id() != session_id ? misdirected(q.put().session_id())
+                                                  : RunPut(call, q.put(), r.mutable_put());
+          break;
+        default:
+          st = absl::InvalidArgumentError("a transfer channel request names neither get nor put");
+      }
+    }
+    if (!st.ok()) {
+      r.clear_get();
+      r.clear_put();
+    }
+    r.set_code(static_cast<int32_t>(st.code()));
+    r.set_message(std::string(st.message().substr(0, 4096)));  // fits any capacity
+    r.SerializeToString(reply);
+    if (metrics_ != nullptr && op.has_value()) metrics_->RecordChannel(*op, absl::Now() - start);
+  };
+  // Between requests: the caller's token still admits it (a reload may have revoked it), and
+  // the session is still there (which also keeps it alive, as Keepalive).
+  const auto still_valid = [&]() -> absl::Status {
+    absl::StatusOr<std::string> now = auth_->Caller(*context);
+    if (!now.ok()) return now.status();
+    if (*now != *caller) {
+      return absl::PermissionDeniedError("the channel's token now names another tenant");
+    }
+    return plane_->Keepalive(open, session_id);
+  };
+  return ToGrpcStatus(ServeMailbox(mailbox, *context, channels_.mailbox, still_valid, serve));
 }
 
 }  // namespace leapcache::server

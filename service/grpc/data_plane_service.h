@@ -7,6 +7,11 @@
 // one, a session is its attaching tenant's (PERMISSION_DENIED for another's), and transfers touch
 // only that tenant's namespaces (another's answers as unknown). Each transfer's phases go to
 // leapcache_data_plane_phase_seconds (data_plane_metrics.h).
+//
+// Transfer channels (OpenTransferChannel): the handler creates the shared-memory mailbox, sends
+// its name and then serves the engine's gets and puts from it on its own thread (the call's,
+// mailbox_channel.h) until the channel ends, running each exactly as its RPC would (RunGet,
+// RunPut), as the caller that opened the channel.
 #pragma once
 
 #include <string_view>
@@ -16,6 +21,7 @@
 #include "service/facade/data_plane.h"
 #include "service/grpc/authorizer.h"
 #include "service/grpc/data_plane_metrics.h"
+#include "service/grpc/mailbox_channel.h"
 
 namespace leapcache::server {
 
@@ -23,12 +29,18 @@ namespace leapcache::server {
 // `caller` must outlive the result.
 DataPlaneCall DataPlaneCallOf(const grpc::ServerContext& context, std::string_view caller);
 
+struct TransferChannelOptions {
+  bool enabled = true;
+  // A request is a serialized TransferGetRequest or TransferPutRequest (well under 1 KiB).
+  MailboxChannelOptions mailbox{.capacity = 16 << 10};
+};
+
 class DataPlaneService final : public v1::DataPlane::Service {
  public:
   // Every pointer must outlive the service; `metrics` may be null.
   DataPlaneService(DataPlane* plane, const core::CheckpointStore* store, const Authorizer* auth,
-                   DataPlaneMetrics* metrics = nullptr)
-      : plane_(plane), store_(store), auth_(auth), metrics_(metrics) {}
+                   DataPlaneMetrics* metrics = nullptr, const TransferChannelOptions& channels = {})
+      : plane_(plane), store_(store), auth_(auth), metrics_(metrics), channels_(channels) {}
 
   grpc::Status Attach(grpc::ServerContext* context, const v1::AttachRequest* request,
                       v1::AttachResponse* response) override;
@@ -45,12 +57,22 @@ class DataPlaneService final : public v1::DataPlane::Service {
                            v1::TransferGetResponse* response) override;
   grpc::Status TransferPut(grpc::ServerContext* context, const v1::TransferPutRequest* request,
                            v1::TransferPutResponse* response) override;
+  grpc::Status OpenTransferChannel(grpc::ServerContext* context,
+                                   const v1::OpenTransferChannelRequest* request,
+                                   grpc::ServerWriter<v1::TransferChannelEvent>* writer) override;
 
  private:
+  // A transfer of `call`'s caller, as its RPC and a channel's request run it.
+  absl::Status RunGet(const DataPlaneCall& call, const v1::TransferGetRequest& request,
+                      v1::TransferGetResponse* response);
+  absl::Status RunPut(const DataPlaneCall& call, const v1::TransferPutRequest& request,
+                      v1::TransferPutResponse* response);
+
   DataPlane* const plane_;
   const core::CheckpointStore* const store_;
   const Authorizer* const auth_;
   DataPlaneMetrics* const metrics_;
+  const TransferChannelOptions channels_;
 };
 
 }  // namespace leapcache::server

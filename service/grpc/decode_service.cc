@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "service/grpc/data_plane_service.h"
 #include "service/grpc/grpc_status.h"
+#include "service/grpc/mailbox_channel.h"
 #include "service/grpc/proto_convert.h"
 
 namespace leapcache::server {
@@ -264,7 +265,7 @@ grpc::Status DecodeService::OpenStepChannel(grpc::ServerContext* context,
         "this server serves no step channels (decode_step_channels is off): use the Step stream"));
   }
   absl::StatusOr<std::unique_ptr<base::ShmMailbox>> box =
-      base::ShmMailbox::Create(channels_.capacity);
+      base::ShmMailbox::Create(channels_.mailbox.capacity);
   if (!box.ok()) {
     return ToGrpcStatus(absl::FailedPreconditionError(
         absl::StrCat("cannot create the step channel's mailbox: ", box.status().message())));
@@ -277,30 +278,10 @@ grpc::Status DecodeService::OpenStepChannel(grpc::ServerContext* context,
   event.set_capacity(mailbox.capacity());
   if (!writer->Write(event)) return grpc::Status::OK;  // the engine went away
 
-  std::vector<uint8_t> bytes;
   v1::StepRequest step;
   v1::StepResponse unused;  // a data-plane step's o is in the engine's buffer
   v1::StepChannelReply reply;
-  std::string reply_bytes;
-  absl::Time next_check = absl::Now() + channels_.check_interval;
-  while (true) {
-    absl::StatusOr<bool> got = mailbox.Receive(&bytes, channels_.spin, channels_.check_interval);
-    if (!got.ok()) {
-      // Closed by the engine: the channel's normal end. A garbled request: the mailbox's error.
-      return got.status().code() == absl::StatusCode::kUnavailable ? grpc::Status::OK
-                                                                   : ToGrpcStatus(got.status());
-    }
-    // A channel's call and session are looked at between steps, not per step: a cancelled
-    // call or an ended session stops the channel within check_interval.
-    if (!*got || absl::Now() >= next_check) {
-      if (context->IsCancelled()) return grpc::Status::CANCELLED;
-      if (!sessions_->Find(session_id).ok()) {
-        return ToGrpcStatus(
-            absl::NotFoundError(absl::StrCat("decode session ", session_id, " ended")));
-      }
-      next_check = absl::Now() + channels_.check_interval;
-      if (!*got) continue;
-    }
+  const auto serve = [&](std::span<const uint8_t> bytes, std::string* reply_bytes) {
     absl::Status st;
     if (!step.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       st = absl::InvalidArgumentError("a step channel request does not parse as a StepRequest");
@@ -316,13 +297,17 @@ grpc::Status DecodeService::OpenStepChannel(grpc::ServerContext* context,
     }
     reply.set_code(static_cast<int32_t>(st.code()));
     reply.set_message(std::string(st.message().substr(0, 4096)));  // fits any capacity
-    reply.SerializeToString(&reply_bytes);
-    if (absl::Status sent = mailbox.Reply(
-            {reinterpret_cast<const uint8_t*>(reply_bytes.data()), reply_bytes.size()});
-        !sent.ok()) {
-      return ToGrpcStatus(sent);
+    reply.SerializeToString(reply_bytes);
+  };
+  // Between steps: the session is still there, and the caller's token still admits it to it (a
+  // reload may have revoked it).
+  const auto session_alive = [&]() -> absl::Status {
+    if (!sessions_->Find(session_id).ok()) {
+      return absl::NotFoundError(absl::StrCat("decode session ", session_id, " ended"));
     }
-  }
+    return FindAuthorized(*context, session_id).status();
+  };
+  return ToGrpcStatus(ServeMailbox(mailbox, *context, channels_.mailbox, session_alive, serve));
 }
 
 }  // namespace leapcache::server

@@ -6,8 +6,8 @@
 // session's transport (DataPlane::Step), not in the messages.
 //
 // Step channels (OpenStepChannel): the handler creates the shared-memory mailbox, sends its name
-// and then serves the engine's steps from it on its own thread (the call's) until the channel
-// ends, running each through StepOnce exactly as the stream would.
+// and then serves the engine's steps from it on its own thread (the call's, mailbox_channel.h)
+// until the channel ends, running each through StepOnce exactly as the stream would.
 //
 // Every handler first asks the Authorizer (authorizer.h): with bearer tokens every call must
 // carry a valid token (UNAUTHENTICATED otherwise), a session is opened only on the caller's
@@ -26,20 +26,15 @@
 #include "service/decode/decode_session_table.h"
 #include "service/facade/data_plane.h"
 #include "service/grpc/authorizer.h"
+#include "service/grpc/mailbox_channel.h"
 
 namespace leapcache::server {
 
 struct StepChannelOptions {
   bool enabled = true;
-  // Bytes of a request (a serialized StepRequest: B slots take about 1 byte each below 64,
-  // 2 below 8K, so 64 KiB carries any batch of 16K slots).
-  size_t capacity = 64 << 10;
-  // How long the serving thread polls for the next step before it sleeps on the futex. Steps
-  // that follow one another faster than this pay no wake-up; a channel costs a core while it
-  // polls.
-  absl::Duration spin = absl::Milliseconds(1);
-  // How often a sleeping channel looks at its call and its session.
-  absl::Duration check_interval = absl::Milliseconds(50);
+  // A request is a serialized StepRequest: B slots take about 1 byte each below 64, 2 below 8K,
+  // so the default 64 KiB carries any batch of 16K slots.
+  MailboxChannelOptions mailbox;
 };
 
 class DecodeService final : public v1::Decode::Service {

@@ -159,15 +159,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   data_plane.compute = s->compute_.get();
   s->data_plane_ = std::make_unique<DataPlane>(s->store_.get(), s->puts_.get(), data_plane);
   s->data_plane_metrics_ = std::make_unique<DataPlaneMetrics>(s->registry_.get());
-  s->data_plane_service_ = std::make_unique<DataPlaneService>(
-      s->data_plane_.get(), s->store_.get(), s->auth_.get(), s->data_plane_metrics_.get());
+  TransferChannelOptions transfer_channels;
+  transfer_channels.enabled = config.data_plane_transfer_channels;
+  transfer_channels.mailbox.spin = config.data_plane_transfer_channel_spin;
+  s->data_plane_service_ =
+      std::make_unique<DataPlaneService>(s->data_plane_.get(), s->store_.get(), s->auth_.get(),
+                                         s->data_plane_metrics_.get(), transfer_channels);
   builder.RegisterService(s->data_plane_service_.get());
   s->decode_sessions_ =
       std::make_unique<decode::DecodeSessionTable>(ToDecodeOptions(config), s->store_.get(),
                                                    s->compute_.get());
   StepChannelOptions channels;
   channels.enabled = config.decode_step_channels;
-  channels.spin = config.decode_step_channel_spin;
+  channels.mailbox.spin = config.decode_step_channel_spin;
   s->decode_service_ = std::make_unique<DecodeService>(
       s->decode_sessions_.get(), s->store_.get(), s->auth_.get(), s->data_plane_.get(), channels);
   s->decode_metrics_ =

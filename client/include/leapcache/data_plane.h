@@ -31,6 +31,11 @@
 //    device buffer gets a pinned host staging buffer of the same size, registered in its place;
 //    GetInto copies it to the device after the transfer, PutFrom from the device before it.
 //    Without CUDA in this build, registering kCuda memory is FAILED_PRECONDITION.
+//  - Transfer channel (AttachOptions::transfer_channel; data_plane.proto, OpenTransferChannel):
+//    by default the first transfer asks for one; on the service's host GetInto and PutFrom then
+//    go through a shared-memory mailbox instead of the Transfer RPCs (the same checks and
+//    answers, without a loopback RPC's cost); elsewhere, or where the service serves none, they
+//    keep to the RPCs. A channel that breaks is asked for again at the next transfer.
 //  - The session is kept alive by a background keepalive and ends with Detach() or the
 //    destructor. Errors are the service's (data_plane.proto) as absl::Status.
 //  - Thread-safe; calls of one engine are serialized (the service runs one per session).
@@ -64,6 +69,13 @@ struct EngineIdentity {
   int gpu_index = -1;    // CUDA device index; -1: none
 };
 
+// How GetInto and PutFrom reach the service (data_plane.proto, OpenTransferChannel).
+enum class TransferChannel {
+  kAuto,          // the shared-memory transfer channel where the service offers one on this host
+  kRpc,           // always the TransferGet and TransferPut RPCs
+  kSharedMemory,  // the channel or nothing: a transfer fails if it cannot be had
+};
+
 struct AttachOptions {
   // Offered to the service; it applies its own preference.
   std::vector<Transport> transports = {Transport::kUcx, Transport::kInline};
@@ -71,6 +83,10 @@ struct AttachOptions {
   std::string ucx_transports;
   // Idle time after which the service ends the session; the keepalive runs at a third of it.
   absl::Duration session_ttl = absl::Seconds(60);
+  TransferChannel transfer_channel = TransferChannel::kAuto;
+  // How long a transfer through the channel polls for its reply before it sleeps (it polls again
+  // each time it wakes): polling keeps the wake-up out of the transfer's latency.
+  absl::Duration channel_spin = absl::Milliseconds(10);
 };
 
 using BufferId = uint64_t;
@@ -124,6 +140,9 @@ class AttachedEngine {
   // (dense == nullopt) or dense states, as PutCompact / PutDense take them.
   absl::Status PutFrom(const PutTarget& target, const std::optional<DenseEncoding>& dense,
                        BufferId buffer, uint64_t offset, uint64_t length);
+
+  // Whether the last GetInto or PutFrom went through a transfer channel.
+  bool transferring_through_channel() const;
 
   // Ends the session now. Later transfers fail with FAILED_PRECONDITION.
   absl::Status Detach();

@@ -40,7 +40,8 @@ class DataPlaneTest : public ServiceTest {
 
   // An engine in this process, attached over `transports` (UCX over loopback tcp).
   absl::StatusOr<std::unique_ptr<client::AttachedEngine>> Attach(
-      const std::string& name, std::vector<client::Transport> transports) const {
+      const std::string& name, std::vector<client::Transport> transports,
+      client::TransferChannel channel = client::TransferChannel::kAuto) const {
     client::ClientOptions options;
     options.target = server_->target();
     client::EngineIdentity identity;
@@ -48,6 +49,7 @@ class DataPlaneTest : public ServiceTest {
     client::AttachOptions attach;
     attach.transports = std::move(transports);
     attach.ucx_transports = "tcp";
+    attach.transfer_channel = channel;
     return client::AttachedEngine::Attach(options, identity, attach);
   }
 
@@ -185,7 +187,9 @@ double Series(const std::string& body, const std::string& name,
 TEST_F(DataPlaneTest, TransfersAreCountedAndTimedPhaseByPhaseInTheMetrics) {
   const client::NamespaceSpec spec = SmallNamespace("tenant-phases", 2, 4, 16);
   const client::NamespaceInfo ns = Register(spec);
-  auto engine = Attach("phases", {client::Transport::kUcx});
+  // Through the RPCs, so that their own metrics count them (transfer_channel_test counts the
+  // channel's).
+  auto engine = Attach("phases", {client::Transport::kUcx}, client::TransferChannel::kRpc);
   ASSERT_TRUE(engine.ok()) << engine.status();
   const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 5));
   std::vector<uint8_t> buffer(blobs);

@@ -6,6 +6,10 @@
 //     one from its registered buffer, gets both back (compact and dense, fp32 and bf16) into
 //     another, and checks every byte against the reference codec. Prints "ok" and exits 0, or
 //     the first mismatch and exits 1.
+//     Its transfers go through the transfer channel (data_plane.proto, OpenTransferChannel).
+//   transport_engine TARGET channel NAMESPACE_ID
+//     With AttachedEngine: puts one compact checkpoint (1 layer, 2 heads, d = 16) through the
+//     transfer channel, prints "ready" and waits to be killed with the channel open.
 //   transport_engine TARGET hold BYTES
 //     With the transport library and raw DataPlane calls: attaches, registers a BYTES-long host
 //     buffer, prints "session <id> buffer <id>" and waits to be stopped or killed, progressing
@@ -74,6 +78,7 @@ int RoundTrip(const std::string& target, uint32_t ns, int layers, int heads, int
       !st.ok()) {
     return Fail("compact put", st);
   }
+  if (!(*engine)->transferring_through_channel()) return Fail("the put took the RPC");
   if (absl::Status st =
           (*engine)->PutFrom(Target(ns, dense_key, 2), DenseEncoding{DType::kFp32, Layout::kKV},
                              *src, 100 + blobs.size(), dense_bytes.size());
@@ -116,9 +121,35 @@ int RoundTrip(const std::string& target, uint32_t ns, int layers, int heads, int
   if (sliced->total_bytes != part.size() || !std::equal(part.begin(), part.end(), dest.begin())) {
     return Fail("head-range get bytes differ");
   }
+  if (!(*engine)->transferring_through_channel()) return Fail("the get took the RPC");
   if (absl::Status st = (*engine)->Detach(); !st.ok()) return Fail("detach", st);
   std::printf("ok\n");
   return 0;
+}
+
+int Channel(const std::string& target, uint32_t ns) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-killed", 1, 2, 16);
+  client::ClientOptions options;
+  options.target = target;
+  client::EngineIdentity identity;
+  identity.name = "channel-engine";
+  client::AttachOptions attach;
+  attach.transports = {client::Transport::kUcx};
+  attach.ucx_transports = "tcp";
+  attach.transfer_channel = client::TransferChannel::kSharedMemory;
+  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  if (!engine.ok()) return Fail("attach", engine.status());
+  std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 5));
+  auto id = (*engine)->RegisterBuffer(blobs.data(), blobs.size(), client::MemoryKind::kHost);
+  if (!id.ok()) return Fail("register", id.status());
+  if (absl::Status st =
+          (*engine)->PutFrom(Target(ns, TestHash(1), 1), std::nullopt, *id, 0, blobs.size());
+      !st.ok()) {
+    return Fail("put", st);
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  while (true) pause();
 }
 
 int Hold(const std::string& target, size_t bytes) {
@@ -172,10 +203,15 @@ int main(int argc, char** argv) {
     return RoundTrip(argv[1], static_cast<uint32_t>(std::atoi(argv[3])), std::atoi(argv[4]),
                      std::atoi(argv[5]), std::atoi(argv[6]));
   }
+  if (argc == 4 && std::string(argv[2]) == "channel") {
+    return Channel(argv[1], static_cast<uint32_t>(std::atoi(argv[3])));
+  }
   if (argc == 4 && std::string(argv[2]) == "hold") {
     return Hold(argv[1], static_cast<size_t>(std::atoll(argv[3])));
   }
-  std::fprintf(stderr, "usage: %s TARGET roundtrip NS LAYERS HEADS D | TARGET hold BYTES\n",
-               argv[0]);
+  std::fprintf(
+      stderr,
+      "usage: %s TARGET roundtrip NS LAYERS HEADS D | TARGET channel NS | TARGET hold BYTES\n",
+      argv[0]);
   return 2;
 }

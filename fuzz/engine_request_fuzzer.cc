@@ -1,16 +1,17 @@
 // Fuzz target: what an attached engine sends the server, beyond StateCache: the DataPlane
 // handlers (Attach with its offers, RegisterBuffer with its descriptor, transfers with their
-// offsets and lengths) and the Decode handlers (sessions, slots, and Step in both forms: vectors
-// in the message or over a data-plane buffer), on a real cache core (CPU backend, a small fresh
-// store, data plane and decode table per input), fed sequences of serialized requests.
+// offsets and lengths, and the same through a transfer channel's request bytes) and the Decode
+// handlers (sessions, slots, and Step in both forms: vectors in the message or over a data-plane
+// buffer), on a real cache core (CPU backend, a small fresh store, data plane and decode table
+// per input), fed sequences of serialized requests.
 //
 // An input is a sequence of records [kind: 1 byte][length: 2 bytes, little-endian][message], as
 // in proto_request_fuzzer.cc. Namespace ids k in [1, registered] name the k-th namespace the
 // input registered. Where UCX is built, one real engine lives for the whole run (a UCX worker
 // with a 256 KiB host buffer registered): an Attach offer of kind UCX with an empty
 // connection_info stands for that engine's worker address, and a UCX RegisterBuffer with an
-// empty remote_key for its buffer's descriptor (every UCX buffer is that buffer), so transfers really move bytes over UCX at the
-// offsets and lengths the input gives.
+// empty remote_key for its buffer's descriptor (every UCX buffer is that buffer), so transfers
+// really move bytes over UCX at the offsets and lengths the input gives.
 //
 // Invariants: no crash, no sanitizer report; every handler answers OK or a code its proto
 // documents for a bad request (never INTERNAL, UNKNOWN or, with no tokens file, a tenant
@@ -232,7 +233,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
   Engine* const engine = TheEngine();
   grpc::ServerContext context;
   grpc::ServerContext* const ctx = &context;
-  switch (kind % 17) {
+  switch (kind % 18) {
     case 0: {
       v1::RegisterNamespaceRequest r;
       v1::RegisterNamespaceResponse out;
@@ -428,6 +429,57 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
                      "o of %zu bytes for a batch of %d", out.o().size(), r.slot_size());
         }
       }
+      return;
+    }
+    case 17: {
+      // A transfer channel's request, as the mailbox would carry it, on a channel of the
+      // input's last data-plane session: the bytes as they are (a garble is the channel's to
+      // refuse), namespace ids remapped where they parse.
+      const uint64_t session = h.attached.empty() ? 0 : h.attached.back();
+      v1::TransferChannelRequest r;
+      std::string bytes(reinterpret_cast<const char*>(data), size);
+      if (!Parse(data, size, &r)) {
+        r.Clear();
+      } else {
+        if (r.has_get()) Remap(h, *r.mutable_get());
+        if (r.has_put()) {
+          Remap(h, *r.mutable_put());
+          if (r.put().ttl_ms() > 60000) r.mutable_put()->set_ttl_ms(60000);
+        }
+        bytes = r.SerializeAsString();
+      }
+      const server::DataPlaneCall open = server::DataPlaneCallOf(*ctx, "");
+      const BufferWatch watch(engine);
+      std::string reply;
+      (void)During(engine, [&] {
+        h.data_plane->AnswerChannelRequest(
+            open, session,
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+            &reply);
+        return grpc::Status::OK;
+      });
+      v1::TransferChannelReply answer;
+      FUZZ_CHECK(answer.ParseFromString(reply), "a transfer channel reply does not parse");
+      const absl::StatusCode code = static_cast<absl::StatusCode>(answer.code());
+      CheckStatus(grpc::Status(static_cast<grpc::StatusCode>(code), answer.message()),
+                  "a transfer channel request");
+      const bool got = code == absl::StatusCode::kOk && r.has_get();
+      if (got && engine != nullptr) {
+        const uint64_t at = r.get().offset(), n = answer.get().header().total_bytes();
+        FUZZ_CHECK(at <= kEngineBufferBytes && n <= kEngineBufferBytes - at,
+                   "a channel get of %llu bytes at %llu succeeded in a %zu-byte buffer",
+                   static_cast<unsigned long long>(n), static_cast<unsigned long long>(at),
+                   kEngineBufferBytes);
+        watch.Check(at, at + n, "a channel get");
+        FUZZ_CHECK(leapcache::Crc32c(engine->memory.data() + at, n) == answer.get().crc32c(),
+                   "the channel get's bytes are not the ones whose CRC-32C it answered");
+      } else if (r.has_get()) {
+        watch.Check(r.get().offset(), kEngineBufferBytes, "a channel get");
+      } else {
+        watch.Check(0, 0, "a channel request");
+      }
+      FUZZ_CHECK(code == absl::StatusCode::kOk || (!answer.has_get() && !answer.has_put()),
+                 "a failed channel request answered a transfer");
       return;
     }
     default: {

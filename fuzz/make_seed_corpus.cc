@@ -269,6 +269,14 @@ void EngineCorpus(const fs::path& dir) {
   get.mutable_dense()->set_layout(v1::LAYOUT_VK);
   Record(&data_plane, 9, get);
   Record(&data_plane, 10, transfer_put);
+  // The same get and put as a transfer channel's requests.
+  v1::TransferChannelRequest through;
+  *through.mutable_get() = get;
+  through.set_timeout_us(1000000);
+  Record(&data_plane, 17, through);
+  transfer_put.set_hash(std::string(32, '\x33'));
+  *through.mutable_put() = transfer_put;
+  Record(&data_plane, 17, through);
   v1::KeepaliveRequest keepalive;
   keepalive.set_session_id(1);
   Record(&data_plane, 5, keepalive);

@@ -1,5 +1,6 @@
 #include "service/core/blob_check.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -134,12 +135,31 @@ absl::Status CheckDigests(const NamespaceInfo& ns, const Placement& placement, H
     crc = fold.Combine(crc, crcs[i]);
   }
   LC_RETURN_IF_ERROR(CheckCrc(placement, crc, expected_crc));
+  // A put's headers differ only in their two checksums, and the header checks read nothing
+  // else but the blob's size (the same for every unit): a header equal to one that passed but
+  // for those eight bytes, whose checksums hold, passes too. Only the others are parsed (about
+  // 0.3 us each; 1,024 units would spend 300 us on parsing the same header).
+  uint8_t passed[kDigestHeaderBytes];
+  bool any_passed = false;
+  const auto same_but_checksums = [&](const uint8_t* h) {
+    return std::memcmp(h, passed, header::kPayloadCrc) == 0 &&
+           std::memcmp(h + header::kPayloadCrc + 4, passed + header::kPayloadCrc + 4,
+                       header::kHeaderCrc - header::kPayloadCrc - 4) == 0;
+  };
   for (size_t i = 0; i < placement.units; ++i) {
     const UnitDigest& d = digests[i];
-    const std::span<const uint8_t> header(d.header, kDigestHeaderBytes);
-    LC_RETURN_IF_ERROR(CheckDeclaredSpec(ns, heads, header, i));
-    LC_RETURN_IF_ERROR(
-        Located(heads, i, ParseBlobHeader(header, ns.blob_bytes, d.payload_crc).status()));
+    const uint8_t* const h = d.header;
+    const bool known = any_passed && same_but_checksums(h) &&
+                       LoadU32(h + header::kHeaderCrc) == Crc32c(h, header::kHeaderCrc) &&
+                       LoadU32(h + header::kPayloadCrc) == d.payload_crc;
+    if (!known) {
+      const std::span<const uint8_t> header(h, kDigestHeaderBytes);
+      LC_RETURN_IF_ERROR(CheckDeclaredSpec(ns, heads, header, i));
+      LC_RETURN_IF_ERROR(
+          Located(heads, i, ParseBlobHeader(header, ns.blob_bytes, d.payload_crc).status()));
+      std::memcpy(passed, h, kDigestHeaderBytes);
+      any_passed = true;
+    }
     if (d.first_bad == kNoBadValue) continue;
     const int r = static_cast<int>(d.first_bad >> kBadElementBits);
     const int64_t element =

@@ -1,11 +1,13 @@
 // What the commit's checks (blob_check.h) need to know of each unit of a put, computed by a tier
 // where the units lie: a GPU tier runs one kernel over the put instead of copying every unit
 // out to the host (a 20 MB checkpoint: about 10 ms of copies and host CRCs at commit). Plain
-// types, no Abseil, so that the CUDA kernel computing them (service/cuda) includes this too.
+// types, no Abseil, so that the CUDA kernel computing them (service/cuda) includes this too;
+// DigestUnit is the CPU reference the kernel is tested against.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace leapcache::core {
 
@@ -48,5 +50,9 @@ struct UnitDigest {
   uint64_t first_bad = kNoBadValue;
   uint8_t header[kDigestHeaderBytes] = {};  // the unit's first 64 bytes
 };
+
+// The digest of one unit (unit.size() == layout.unit_bytes), as the kernel computes it.
+// REQUIRES: 64 <= layout.blob_bytes <= layout.unit_bytes; every range inside the unit.
+UnitDigest DigestUnit(std::span<const uint8_t> unit, const UnitLayout& layout);
 
 }  // namespace leapcache::core

@@ -94,7 +94,9 @@ absl::Status DeviceTier::ReserveDigests(size_t units) const {
   cudaError_t e = cudaSuccess;
   if (d.stream == nullptr) {
     e = PrepareUnitDigests(device_);
-    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
+    // A blocking stream: the digests wait for the legacy stream's work, where CopyIn's
+    // cudaMemcpy from pageable memory may still be moving the last bytes when it returns.
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&d.stream, cudaStreamDefault);
   }
   if (e == cudaSuccess && units > d.capacity) {
     if (d.device_units != nullptr) cudaFree(d.device_units);

@@ -199,6 +199,51 @@ grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
   return ToGrpcStatus(RunPut(DataPlaneCallOf(*context, *caller), *request, response));
 }
 
+void DataPlaneService::AnswerChannelRequest(const DataPlaneCall& open, uint64_t session_id,
+                                            std::span<const uint8_t> bytes, std::string* reply) {
+  const absl::Time start = absl::Now();
+  v1::TransferChannelRequest q;
+  v1::TransferChannelReply r;
+  absl::Status st;
+  std::optional<TransferOp> op;
+  if (!q.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    st = absl::InvalidArgumentError(
+        "a transfer channel request does not parse as a TransferChannelRequest");
+  } else {
+    DataPlaneCall call = open;
+    // The request's own deadline, as a unary call's; none: the data plane's longest.
+    if (q.timeout_us() > 0) {
+      call.deadline = start + absl::Microseconds(std::min<uint64_t>(q.timeout_us(), INT64_MAX));
+    }
+    const auto misdirected = [&](uint64_t named) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the request names session ", named, "; this channel serves ", session_id));
+    };
+    switch (q.call_case()) {
+      case v1::TransferChannelRequest::kGet:
+        op = TransferOp::kGet;
+        st = q.get().session_id() != session_id ? misdirected(q.get().session_id())
+                                                : RunGet(call, q.get(), r.mutable_get());
+        break;
+      case v1::TransferChannelRequest::kPut:
+        op = TransferOp::kPut;
+        st = q.put().session_id() != session_id ? misdirected(q.put().session_id())
+                                                : RunPut(call, q.put(), r.mutable_put());
+        break;
+      default:
+        st = absl::InvalidArgumentError("a transfer channel request names neither get nor put");
+    }
+  }
+  if (!st.ok()) {
+    r.clear_get();
+    r.clear_put();
+  }
+  r.set_code(static_cast<int32_t>(st.code()));
+  r.set_message(std::string(st.message().substr(0, 4096)));  // fits any capacity
+  r.SerializeToString(reply);
+  if (metrics_ != nullptr && op.has_value()) metrics_->RecordChannel(*op, absl::Now() - start);
+}
+
 grpc::Status DataPlaneService::OpenTransferChannel(
     grpc::ServerContext* context, const v1::OpenTransferChannelRequest* request,
     grpc::ServerWriter<v1::TransferChannelEvent>* writer) {
@@ -228,49 +273,8 @@ grpc::Status DataPlaneService::OpenTransferChannel(
   event.set_capacity(mailbox.capacity());
   if (!writer->Write(event)) return grpc::Status::OK;  // the engine went away
 
-  v1::TransferChannelRequest q;
-  v1::TransferChannelReply r;
   const auto serve = [&](std::span<const uint8_t> bytes, std::string* reply) {
-    const absl::Time start = absl::Now();
-    r.Clear();
-    absl::Status st;
-    std::optional<TransferOp> op;
-    if (!q.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      st = absl::InvalidArgumentError(
-          "a transfer channel request does not parse as a TransferChannelRequest");
-    } else {
-      DataPlaneCall call = open;
-      // The request's own deadline, as a unary call's; none: the data plane's longest.
-      if (q.timeout_us() > 0) {
-        call.deadline = start + absl::Microseconds(std::min<uint64_t>(q.timeout_us(), INT64_MAX));
-      }
-      const auto misdirected = [&](uint64_t named) {
-        return absl::InvalidArgumentError(absl::StrCat("the request names session ", named,
-                                                       "; this channel serves ", session_id));
-      };
-      switch (q.call_case()) {
-        case v1::TransferChannelRequest::kGet:
-          op = TransferOp::kGet;
-          st = q.get().session_id() != session_id ? misdirected(q.get().session_id())
-                                                  : RunGet(call, q.get(), r.mutable_get());
-          break;
-        case v1::TransferChannelRequest::kPut:
-          op = TransferOp::kPut;
-          st = q.put().session_id() != session_id ? misdirected(q.put().session_id())
-                                                  : RunPut(call, q.put(), r.mutable_put());
-          break;
-        default:
-          st = absl::InvalidArgumentError("a transfer channel request names neither get nor put");
-      }
-    }
-    if (!st.ok()) {
-      r.clear_get();
-      r.clear_put();
-    }
-    r.set_code(static_cast<int32_t>(st.code()));
-    r.set_message(std::string(st.message().substr(0, 4096)));  // fits any capacity
-    r.SerializeToString(reply);
-    if (metrics_ != nullptr && op.has_value()) metrics_->RecordChannel(*op, absl::Now() - start);
+    AnswerChannelRequest(open, session_id, bytes, reply);
   };
   // Between requests: the caller's token still admits it (a reload may have revoked it), and
   // the session is still there (which also keeps it alive, as Keepalive).

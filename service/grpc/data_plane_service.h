@@ -14,6 +14,9 @@
 // RunPut), as the caller that opened the channel.
 #pragma once
 
+#include <cstdint>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "leapcache/v1/data_plane.grpc.pb.h"
@@ -60,6 +63,12 @@ class DataPlaneService final : public v1::DataPlane::Service {
   grpc::Status OpenTransferChannel(grpc::ServerContext* context,
                                    const v1::OpenTransferChannelRequest* request,
                                    grpc::ServerWriter<v1::TransferChannelEvent>* writer) override;
+
+  // One request of a transfer channel of `session_id` opened by `open`'s caller: its bytes as the
+  // mailbox carried them (checked here), the serialized TransferChannelReply in `reply`. (The
+  // channel handler's body, apart so that it runs without a channel.)
+  void AnswerChannelRequest(const DataPlaneCall& open, uint64_t session_id,
+                            std::span<const uint8_t> request, std::string* reply);
 
  private:
   // A transfer of `call`'s caller, as its RPC and a channel's request run it.

@@ -444,8 +444,8 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   q.set_buffer_id(b.remote_id);
   q.set_offset(offset);
   LC_ASSIGN_OR_RETURN(m.last_through_channel, m.UseChannel());
-  v1::TransferChannelReply reply;
-  v1::TransferGetResponse& r = *reply.mutable_get();
+  v1::TransferChannelReply reply;  // through the channel: the answer is reply.get()
+  v1::TransferGetResponse answer;  // as the RPC's response
   if (m.last_through_channel) {
     through.set_timeout_us(
         static_cast<uint64_t>(absl::ToInt64Microseconds(m.options.transfer_timeout)));
@@ -454,8 +454,10 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
     grpc::ClientContext c;
     m.Deadline(&c, m.options.transfer_timeout);
     LC_RETURN_IF_ERROR(
-        m.RunTransfer([&] { return FromGrpcStatus(m.stub->TransferGet(&c, q, &r)); }));
+        m.RunTransfer([&] { return FromGrpcStatus(m.stub->TransferGet(&c, q, &answer)); }));
   }
+  // Taken only now: parsing the channel's reply replaces its submessages.
+  const v1::TransferGetResponse& r = m.last_through_channel ? reply.get() : answer;
   absl::StatusOr<TransferredCheckpoint> out = FromHeader(r.header());
   if (!out.ok()) return out.status();
   if (absl::Status st = CheckRange(b, offset, out->total_bytes, "the service's write"); !st.ok()) {

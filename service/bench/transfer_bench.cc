@@ -16,7 +16,9 @@
 // GPU 0 and the engine's GPU; needs --engine-gpu other than 0).
 // Each bandwidth is the median of N runs; "copy" is memcpy between host buffers for host rows
 // and, for device rows, cudaMemcpy device-to-device on one GPU or cudaMemcpyPeer with peer
-// access enabled across two, of the same bytes. A second table gives each get's call latency
+// access enabled across two, of the same bytes; device rows also give cudaMemcpy from pinned
+// host memory of the same bytes ("pinned H2D", the bound of a get from a host tier into the
+// engine's GPU memory). A second table gives each get's call latency
 // (p50, p99, mean) and, with --metrics-port (the --target server's admin port on 127.0.0.1),
 // the server's mean time per phase (leapcache_data_plane_phase_seconds) beside its RPC time; the
 // rest of a call is the RPC's trip and the engine's side, of which the engine's check of the
@@ -276,6 +278,32 @@ double DeviceCopyGbps(size_t bytes, int reps, int from, int to) {
   cudaSetDevice(current);
   return gbps;
 }
+// GB/s of cudaMemcpy of `bytes` from pinned host memory into device `to`: the bound of a get
+// from a host tier into the engine's GPU memory.
+double PinnedHostToDeviceGbps(size_t bytes, int reps, int to) {
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaSetDevice(to);
+  void *host = nullptr, *device = nullptr;
+  double gbps = 0;
+  if (cudaMallocHost(&host, bytes) == cudaSuccess && cudaMalloc(&device, bytes) == cudaSuccess) {
+    std::memset(host, 0x5a, bytes);
+    auto copy = [&] { cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice); };
+    copy();
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      const Clock::time_point t0 = Clock::now();
+      copy();
+      t.push_back(Seconds(Clock::now() - t0));
+    }
+    gbps = bytes / Median(t) / 1e9;
+  }
+  cudaFree(device);
+  cudaFreeHost(host);
+  cudaGetLastError();
+  cudaSetDevice(current);
+  return gbps;
+}
 #endif
 
 uint16_t ToBf16(float x) {
@@ -318,6 +346,7 @@ struct Row {
   std::string transport, memory, payload;
   size_t bytes = 0;
   double put_gbps = 0, get_gbps = 0, copy_gbps = 0;
+  double h2d_gbps = 0;  // device rows: pinned host -> device of the same bytes; 0 for host rows
   // Get call latency on the engine (us): median, 99th percentile, mean; the engine's own check of
   // the landed bytes (DeviceCrc32c of a device buffer, median); the server's phases (mean us).
   double get_p50_us = 0, get_p99_us = 0, get_mean_us = 0, check_us = 0;
@@ -481,6 +510,7 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   } else {
 #ifdef LEAPCACHE_WITH_CUDA
     row.copy_gbps = DeviceCopyGbps(payload.size(), std::max(f.reps, 5), 0, f.engine_gpu);
+    row.h2d_gbps = PinnedHostToDeviceGbps(payload.size(), std::max(f.reps, 5), f.engine_gpu);
 #endif
   }
   return row;
@@ -566,11 +596,16 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "\n| transport | engine memory | payload | bytes | put GB/s | get GB/s | copy GB/s | "
-      "put / copy | get / copy |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+      "put / copy | get / copy | pinned H2D GB/s | get / H2D |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %s | %s | %zu | %.3f | %.3f | %.1f | %.4f | %.4f |\n", r.transport.c_str(),
-                r.memory.c_str(), r.payload.c_str(), r.bytes, r.put_gbps, r.get_gbps, r.copy_gbps,
-                r.put_gbps / r.copy_gbps, r.get_gbps / r.copy_gbps);
+    const std::string h2d = r.h2d_gbps > 0 ? absl::StrFormat("%.1f", r.h2d_gbps) : "-";
+    const std::string per_h2d =
+        r.h2d_gbps > 0 ? absl::StrFormat("%.4f", r.get_gbps / r.h2d_gbps) : "-";
+    std::printf("| %s | %s | %s | %zu | %.3f | %.3f | %.1f | %.4f | %.4f | %s | %s |\n",
+                r.transport.c_str(), r.memory.c_str(), r.payload.c_str(), r.bytes, r.put_gbps,
+                r.get_gbps, r.copy_gbps, r.put_gbps / r.copy_gbps, r.get_gbps / r.copy_gbps,
+                h2d.c_str(), per_h2d.c_str());
   }
   std::printf(
       "\nget latency on the engine (us) and where the server's part went (mean us per call%s)\n"
@@ -627,7 +662,7 @@ int Main(int argc, char** argv) {
     absl::StrAppend(&json, i ? "," : "", "{\"transport\":\"", r.transport, "\",\"memory\":\"",
                     r.memory, "\",\"payload\":\"", r.payload, "\",\"bytes\":", r.bytes,
                     ",\"put_gbps\":", r.put_gbps, ",\"get_gbps\":", r.get_gbps,
-                    ",\"copy_gbps\":", r.copy_gbps, ",\"get_p50_us\":", r.get_p50_us,
+                    ",\"copy_gbps\":", r.copy_gbps, ",\"h2d_gbps\":", r.h2d_gbps, ",\"get_p50_us\":", r.get_p50_us,
                     ",\"get_p99_us\":", r.get_p99_us, ",\"get_mean_us\":", r.get_mean_us,
                     ",\"engine_check_us\":", r.check_us, ",\"miss_p50_us\":", r.miss_p50_us,
                     ",\"server_us\":{");

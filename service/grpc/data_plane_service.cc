@@ -257,6 +257,8 @@ grpc::Status DataPlaneService::OpenTransferChannel(
         "this server serves no transfer channels (data_plane_transfer_channels is off): use "
         "TransferGet and TransferPut"));
   }
+  absl::StatusOr<OpenChannels::Claim> claim = open_channels_.Open(session_id, "transfer channel");
+  if (!claim.ok()) return ToGrpcStatus(claim.status());
   absl::StatusOr<std::unique_ptr<base::ShmMailbox>> box =
       base::ShmMailbox::Create(channels_.mailbox.capacity);
   if (!box.ok()) {

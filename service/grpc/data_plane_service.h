@@ -82,6 +82,7 @@ class DataPlaneService final : public v1::DataPlane::Service {
   const Authorizer* const auth_;
   DataPlaneMetrics* const metrics_;
   const TransferChannelOptions channels_;
+  OpenChannels open_channels_;  // at most one transfer channel per data-plane session
 };
 
 }  // namespace leapcache::server

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/shm_mailbox.h"
 #include "base/status_macros.h"
@@ -264,6 +263,8 @@ grpc::Status DecodeService::OpenStepChannel(grpc::ServerContext* context,
     return ToGrpcStatus(absl::FailedPreconditionError(
         "this server serves no step channels (decode_step_channels is off): use the Step stream"));
   }
+  absl::StatusOr<OpenChannels::Claim> claim = open_channels_.Open(session_id, "step channel");
+  if (!claim.ok()) return ToGrpcStatus(claim.status());
   absl::StatusOr<std::unique_ptr<base::ShmMailbox>> box =
       base::ShmMailbox::Create(channels_.mailbox.capacity);
   if (!box.ok()) {
@@ -271,8 +272,6 @@ grpc::Status DecodeService::OpenStepChannel(grpc::ServerContext* context,
         absl::StrCat("cannot create the step channel's mailbox: ", box.status().message())));
   }
   base::ShmMailbox& mailbox = **box;
-  open_channels_.fetch_add(1, std::memory_order_relaxed);
-  const absl::Cleanup counted = [this] { open_channels_.fetch_sub(1, std::memory_order_relaxed); };
   v1::StepChannelEvent event;
   event.set_name(mailbox.name());
   event.set_capacity(mailbox.capacity());

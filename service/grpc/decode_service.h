@@ -15,7 +15,6 @@
 // otherwise).
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -69,7 +68,7 @@ class DecodeService final : public v1::Decode::Service {
                                grpc::ServerWriter<v1::StepChannelEvent>* writer) override;
 
   // Step channels open now.
-  int open_channels() const { return open_channels_.load(std::memory_order_relaxed); }
+  int open_channels() const { return open_channels_.count(); }
 
   // What a Step stream keeps between its requests: the session it last named (found and
   // authorized once) and staging reused across steps.
@@ -98,7 +97,7 @@ class DecodeService final : public v1::Decode::Service {
   const Authorizer* const auth_;
   DataPlane* const data_plane_;
   const StepChannelOptions channels_;
-  std::atomic<int> open_channels_{0};
+  OpenChannels open_channels_;  // at most one step channel per decode session
 };
 
 }  // namespace leapcache::server

@@ -2,7 +2,29 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace leapcache::server {
+
+OpenChannels::Claim::~Claim() {
+  if (open_ == nullptr) return;
+  absl::MutexLock lock(&open_->mu_);
+  open_->sessions_.erase(session_);
+}
+
+absl::StatusOr<OpenChannels::Claim> OpenChannels::Open(uint64_t session, const char* what) {
+  absl::MutexLock lock(&mu_);
+  if (!sessions_.insert(session).second) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session ", session, " already has a ", what, " open"));
+  }
+  return Claim(this, session);
+}
+
+int OpenChannels::count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(sessions_.size());
+}
 
 absl::Status ServeMailbox(
     base::ShmMailbox& mailbox, const grpc::ServerContext& context,

@@ -141,6 +141,17 @@ TEST_F(DecodeChannelTest, MisdirectedAndGarbledRequestsGetTheirStatus) {
   auto box = base::ShmMailbox::Open(event.name());
   ASSERT_TRUE(box.ok()) << box.status();
   EXPECT_EQ((*box)->capacity(), event.capacity());
+  {  // One channel per session: a second one while this one is open is refused.
+    grpc::ClientContext second_context;
+    auto second = stub->OpenStepChannel(&second_context, request);
+    v1::StepChannelEvent second_event;
+    EXPECT_FALSE(second->Read(&second_event));
+    const grpc::Status refused = second->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << refused.error_message();
+    EXPECT_NE(refused.error_message().find("already has a step channel open"), std::string::npos)
+        << refused.error_message();
+  }
 
   auto ask = [&](const std::string& bytes) -> v1::StepChannelReply {
     std::vector<uint8_t> reply;

@@ -197,6 +197,18 @@ TEST_F(TransferChannelTest, MisdirectedAndGarbledRequestsGetTheirStatus) {
   auto box = base::ShmMailbox::Open(event.name());
   ASSERT_TRUE(box.ok()) << box.status();
   EXPECT_EQ((*box)->capacity(), event.capacity());
+  {  // One channel per session: a second one while this one is open is refused.
+    grpc::ClientContext second_context;
+    auto second = stub->OpenTransferChannel(&second_context, request);
+    v1::TransferChannelEvent second_event;
+    EXPECT_FALSE(second->Read(&second_event));
+    const grpc::Status refused = second->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << refused.error_message();
+    EXPECT_NE(refused.error_message().find("already has a transfer channel open"),
+              std::string::npos)
+        << refused.error_message();
+  }
 
   auto ask = [&](const std::string& bytes) -> v1::TransferChannelReply {
     std::vector<uint8_t> reply;

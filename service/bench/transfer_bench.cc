@@ -214,17 +214,22 @@ std::map<std::string, double> MeanMicros(const Scrape& before, const Scrape& aft
   return out;
 }
 
-// GB/s of memcpy of `bytes` between two host buffers already touched.
-double MemcpyGbps(size_t bytes, int reps) {
-  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
-  std::memcpy(dst.data(), src.data(), bytes);
+// GB/s of `copy` moving `bytes`: one warm-up run, then the median of `reps` timed runs.
+double CopyGbps(size_t bytes, int reps, const std::function<void()>& copy) {
+  copy();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const Clock::time_point t0 = Clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
+    copy();
     t.push_back(Seconds(Clock::now() - t0));
   }
   return bytes / Median(t) / 1e9;
+}
+
+// GB/s of memcpy of `bytes` between two host buffers already touched.
+double MemcpyGbps(size_t bytes, int reps) {
+  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+  return CopyGbps(bytes, reps, [&] { std::memcpy(dst.data(), src.data(), bytes); });
 }
 
 #ifdef LEAPCACHE_WITH_CUDA
@@ -264,14 +269,7 @@ double DeviceCopyGbps(size_t bytes, int reps, int from, int to) {
       }
       cudaDeviceSynchronize();
     };
-    copy();
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) {
-      const Clock::time_point t0 = Clock::now();
-      copy();
-      t.push_back(Seconds(Clock::now() - t0));
-    }
-    gbps = bytes / Median(t) / 1e9;
+    gbps = CopyGbps(bytes, reps, copy);
   }
   cudaFree(a);
   cudaFree(b);
@@ -289,14 +287,7 @@ double PinnedHostToDeviceGbps(size_t bytes, int reps, int to) {
   if (cudaMallocHost(&host, bytes) == cudaSuccess && cudaMalloc(&device, bytes) == cudaSuccess) {
     std::memset(host, 0x5a, bytes);
     auto copy = [&] { cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice); };
-    copy();
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) {
-      const Clock::time_point t0 = Clock::now();
-      copy();
-      t.push_back(Seconds(Clock::now() - t0));
-    }
-    gbps = bytes / Median(t) / 1e9;
+    gbps = CopyGbps(bytes, reps, copy);
   }
   cudaFree(device);
   cudaFreeHost(host);

@@ -56,6 +56,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectChannel(const ClientOption
   // One connection per channel, not one shared by every client of the process: clients model
   // independent engines, and one stalled transfer must not queue behind another's window.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ChannelCredentialsFor(options, &args);
   if (!credentials.ok()) return credentials.status();

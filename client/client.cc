@@ -6,7 +6,10 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -36,6 +39,28 @@ bool StaleNamespace(const absl::Status& s) {
           absl::StartsWith(s.message(), "unknown namespace ")) ||
          (s.code() == absl::StatusCode::kFailedPrecondition &&
           absl::StrContains(s.message(), "namespace_tag"));
+}
+
+void LookupToProto(const LookupRequest& request, v1::LookupRequest* q) {
+  std::string* chain = q->mutable_chain();
+  chain->resize(request.chain.size() * sizeof(BlockHash));
+  if (!request.chain.empty()) std::memcpy(chain->data(), request.chain.data(), chain->size());
+  bool has_heads = false;
+  ToProto(request.heads, &has_heads, q->mutable_heads());
+  if (!has_heads) q->clear_heads();
+  q->set_max_depth(static_cast<uint32_t>(std::max(0, request.max_depth)));
+  q->set_block_tokens(
+      static_cast<uint32_t>(std::clamp<int64_t>(request.block_tokens, 0, UINT32_MAX)));
+}
+
+LookupResult LookupFromProto(const v1::LookupResponse& response) {
+  LookupResult result;
+  result.hit = response.hit();
+  if (result.hit) {
+    result.index = static_cast<int>(response.index());
+    result.position = FromProto(response.position());
+  }
+  return result;
 }
 
 }  // namespace
@@ -87,6 +112,22 @@ struct Client::Impl {
     return {it->second.server_id, it->second.tag};
   }
 
+  // Registers the namespace the caller holds as `id` again (after a server restart) and returns
+  // the server's new id and tag for it.
+  absl::StatusOr<std::pair<uint32_t, uint64_t>> RegisterAgain(uint32_t id) {
+    NamespaceSpec spec;
+    {
+      absl::MutexLock lock(&mu);
+      spec = registered.at(id).spec;
+    }
+    absl::StatusOr<NamespaceInfo> again = Register(spec);
+    if (!again.ok()) return again.status();
+    absl::MutexLock lock(&mu);
+    registered.at(id).server_id = again->id;
+    registered.try_emplace(again->id, Registered{spec, again->tag, again->id});
+    return std::make_pair(again->id, again->tag);
+  }
+
   // Runs `call(server_id, tag)`; if the server says the id no longer names the namespace this
   // client registered under it, registers the namespace again and runs `call` once more.
   template <typename Call>
@@ -94,19 +135,34 @@ struct Client::Impl {
     auto [server_id, tag] = Address(id);
     auto result = call(server_id, tag);
     if (tag == 0 || !StaleNamespace(StatusOf(result))) return result;
-    NamespaceSpec spec;
-    {
-      absl::MutexLock lock(&mu);
-      spec = registered.at(id).spec;
-    }
-    absl::StatusOr<NamespaceInfo> again = Register(spec);
+    absl::StatusOr<std::pair<uint32_t, uint64_t>> again = RegisterAgain(id);
     if (!again.ok()) return result;
-    {
-      absl::MutexLock lock(&mu);
-      registered.at(id).server_id = again->id;
-      registered.try_emplace(again->id, Registered{spec, again->tag, again->id});
+    return call(again->first, again->second);
+  }
+
+  // One LookupBatch call: result i answers batch.lookups(i).
+  absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> LookupBatch(
+      const v1::LookupBatchRequest& batch) const {
+    v1::LookupBatchResponse response;
+    grpc::ClientContext context;
+    Unary(&context);
+    if (grpc::Status st = stub->LookupBatch(&context, batch, &response); !st.ok()) {
+      return FromGrpcStatus(st);
     }
-    return call(again->id, again->tag);
+    if (response.results_size() != batch.lookups_size()) {
+      return absl::InternalError(absl::StrCat("LookupBatch answered ", response.results_size(),
+                                              " of ", batch.lookups_size(), " lookups"));
+    }
+    std::vector<absl::StatusOr<LookupResult>> out;
+    out.reserve(response.results_size());
+    for (const v1::LookupBatchResult& r : response.results()) {
+      if (r.code() != 0) {
+        out.push_back(absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
+      } else {
+        out.push_back(LookupFromProto(r.lookup()));
+      }
+    }
+    return out;
   }
 };
 
@@ -145,15 +201,7 @@ std::optional<uint64_t> Client::RegisteredTag(uint32_t namespace_id) const {
 
 absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
   v1::LookupRequest q;
-  std::string* chain = q.mutable_chain();
-  chain->resize(request.chain.size() * sizeof(BlockHash));
-  if (!request.chain.empty()) std::memcpy(chain->data(), request.chain.data(), chain->size());
-  bool has_heads = false;
-  ToProto(request.heads, &has_heads, q.mutable_heads());
-  if (!has_heads) q.clear_heads();
-  q.set_max_depth(static_cast<uint32_t>(std::max(0, request.max_depth)));
-  q.set_block_tokens(
-      static_cast<uint32_t>(std::clamp<int64_t>(request.block_tokens, 0, UINT32_MAX)));
+  LookupToProto(request, &q);
   return impl_->OnNamespace(
       request.namespace_id, [&](uint32_t id, uint64_t tag) -> absl::StatusOr<LookupResult> {
         q.set_namespace_id(id);
@@ -164,14 +212,49 @@ absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
         if (grpc::Status st = impl_->stub->Lookup(&context, q, &response); !st.ok()) {
           return FromGrpcStatus(st);
         }
-        LookupResult result;
-        result.hit = response.hit();
-        if (result.hit) {
-          result.index = static_cast<int>(response.index());
-          result.position = FromProto(response.position());
-        }
-        return result;
+        return LookupFromProto(response);
       });
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> Client::LookupBatch(
+    std::span<const LookupRequest> requests) {
+  v1::LookupBatchRequest batch;
+  std::vector<uint64_t> tags(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    v1::LookupRequest* q = batch.add_lookups();
+    LookupToProto(requests[i], q);
+    const auto [id, tag] = impl_->Address(requests[i].namespace_id);
+    q->set_namespace_id(id);
+    q->set_namespace_tag(tag);
+    tags[i] = tag;
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> results = impl_->LookupBatch(batch);
+  if (!results.ok()) return results;
+  // Lookups of namespaces the server no longer knows by their ids (it restarted): register each
+  // such namespace again, once, and send its lookups once more, as Lookup does.
+  absl::flat_hash_map<uint32_t, std::optional<std::pair<uint32_t, uint64_t>>> again;
+  v1::LookupBatchRequest retry;
+  std::vector<size_t> retried;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (tags[i] == 0 || !StaleNamespace((*results)[i].status())) continue;
+    const uint32_t id = requests[i].namespace_id;
+    auto [it, fresh] = again.try_emplace(id);
+    if (fresh) {
+      absl::StatusOr<std::pair<uint32_t, uint64_t>> address = impl_->RegisterAgain(id);
+      if (address.ok()) it->second = *address;
+    }
+    if (!it->second.has_value()) continue;
+    v1::LookupRequest* q = retry.add_lookups();
+    *q = batch.lookups(static_cast<int>(i));
+    q->set_namespace_id(it->second->first);
+    q->set_namespace_tag(it->second->second);
+    retried.push_back(i);
+  }
+  if (retried.empty()) return results;
+  absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> second = impl_->LookupBatch(retry);
+  if (!second.ok()) return results;
+  for (size_t k = 0; k < retried.size(); ++k) (*results)[retried[k]] = std::move((*second)[k]);
+  return results;
 }
 
 absl::StatusOr<Reservation> Client::ReservePut(const PutTarget& target,

@@ -132,7 +132,8 @@ void ProtoCorpus(const fs::path& dir) {
   reg.mutable_format()->set_smoothing(true);
   const std::string hash(32, '\x11');
 
-  // Compact put: register, reserve, upload two sealed blobs, commit, lookup, get, delete.
+  // Compact put: register, reserve, upload two sealed blobs, commit, lookup (alone and in a batch),
+  // get, delete.
   std::string blobs = SealedBlob(BlobSpec::Leap(StateKind::kGdn, 8, 16, 16), 1) +
                       SealedBlob(BlobSpec::Leap(StateKind::kGdn, 8, 16, 16), 2);
   std::string compact;
@@ -157,6 +158,14 @@ void ProtoCorpus(const fs::path& dir) {
   lookup.set_chain(std::string(32, '\x22') + hash);
   lookup.set_block_tokens(16);
   Record(&compact, 1, lookup);
+  // A batch: the hit, a miss, and one of an unknown namespace (its own NOT_FOUND).
+  v1::LookupBatchRequest batch;
+  *batch.add_lookups() = lookup;
+  batch.add_lookups()->set_chain(std::string(32, '\x44'));
+  batch.mutable_lookups(1)->set_namespace_id(1);
+  *batch.add_lookups() = lookup;
+  batch.mutable_lookups(2)->set_namespace_id(7);
+  Record(&compact, 10, batch);
   v1::GetRequest get;
   get.set_namespace_id(1);
   get.set_hash(hash);

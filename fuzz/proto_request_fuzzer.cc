@@ -9,7 +9,8 @@
 //
 // Invariants: no crash, no sanitizer report; every conversion error is INVALID_ARGUMENT naming
 // the field it rejects; every handler answers OK or one of the status codes state_cache.proto
-// documents, never INTERNAL or UNKNOWN, and never without a message; a committed checkpoint
+// documents, never INTERNAL or UNKNOWN, and never without a message; each result of a
+// LookupBatch is exactly what Lookup answers for it alone (code, message, answer); a committed checkpoint
 // reads back whole in compact form (decoding may only fail with DATA_LOSS naming the blob);
 // once every put this input reserved is aborted, nothing stays pending, reserved or leased.
 #include <google/protobuf/stubs/logging.h>
@@ -197,7 +198,7 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
   // The handlers ask the authorizer about the call first; an open one reads nothing of it.
   grpc::ServerContext context;
   grpc::ServerContext* const ctx = &context;
-  switch (kind % 10) {
+  switch (kind % 11) {
     case 0: {
       v1::RegisterNamespaceRequest r;
       v1::RegisterNamespaceResponse out;
@@ -217,7 +218,30 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       if (!Parse(data, size, &r)) return;
       Remap(h, r);
       CheckConversions(r);
-      CheckStatus(s.Lookup(ctx, &r, &out), "Lookup");
+      CheckStatus(s.AnswerLookup(*ctx, r, &out), "Lookup");
+      return;
+    }
+    case 10: {
+      v1::LookupBatchRequest r;
+      v1::LookupBatchResponse out;
+      if (!Parse(data, size, &r)) return;
+      for (v1::LookupRequest& lookup : *r.mutable_lookups()) Remap(h, lookup);
+      const grpc::Status st = s.AnswerLookupBatch(*ctx, r, &out);
+      CheckStatus(st, "LookupBatch");
+      if (!st.ok()) return;
+      // Each result is what Lookup answers alone.
+      FUZZ_CHECK(out.results_size() == r.lookups_size(), "%d results for %d lookups",
+                 out.results_size(), r.lookups_size());
+      for (int i = 0; i < r.lookups_size(); ++i) {
+        v1::LookupResponse alone;
+        const grpc::Status one = s.AnswerLookup(*ctx, r.lookups(i), &alone);
+        const v1::LookupBatchResult& got = out.results(i);
+        FUZZ_CHECK(got.code() == static_cast<int>(one.error_code()) &&
+                       got.message() == one.error_message() &&
+                       got.lookup().SerializeAsString() ==
+                           (one.ok() ? alone.SerializeAsString() : std::string()),
+                   "batch result %d differs from its lookup alone", i);
+      }
       return;
     }
     case 2: {

@@ -33,6 +33,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/mutex_deadlock_detection.h"
 #include "leapcache/client.h"
 #include "load/counter_file.h"
 #include "load/engine_model.h"
@@ -343,6 +344,7 @@ int Run(const std::string& command) {
 }  // namespace leapcache::load
 
 int main(int argc, char** argv) {
+  leapcache::base::StopMutexDeadlockDetection();
   absl::FlagsUsageConfig usage;
   // --help lists this tool's flags only, not those of the libraries linked in.
   usage.contains_help_flags = [](absl::string_view file) {

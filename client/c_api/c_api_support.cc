@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -11,10 +13,21 @@ namespace {
 // The message of this thread's last failed call: a thread-local, so that concurrent callers
 // (Python threads, with the GIL released in each call) never see each other's errors.
 thread_local std::string last_error;
+// Item i's message of this thread's last batch call; items that succeeded hold "".
+thread_local std::vector<std::string> batch_errors;
 
 }  // namespace
 
 const char* LastError() { return last_error.c_str(); }
+
+void ClearBatchErrors() { batch_errors.clear(); }
+
+void SetBatchError(size_t i, absl::string_view message) {
+  if (batch_errors.size() <= i) batch_errors.resize(i + 1);
+  batch_errors[i] = std::string(message);
+}
+
+const char* BatchError(size_t i) { return i < batch_errors.size() ? batch_errors[i].c_str() : ""; }
 
 int Fail(const absl::Status& status) {
   if (status.ok()) return 0;

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/c_api/leapcache_c.h"
 #include "leapcache/client.h"
 #include "leapcache/data_plane.h"
@@ -33,6 +34,12 @@ namespace leapcache::c_api {
 
 // This thread's last error message ("" before any).
 const char* LastError();
+
+// This thread's last batch call's per-item messages (leapcache_batch_error): cleared at the
+// batch's start, one set per failed item.
+void ClearBatchErrors();
+void SetBatchError(size_t i, absl::string_view message);
+const char* BatchError(size_t i);
 
 // Records `status` as this thread's last error and returns its code (0 for OK).
 int Fail(const absl::Status& status);

@@ -212,6 +212,28 @@ int leapcache_lookup(leapcache_client* client, uint32_t namespace_id, const uint
                      size_t chain_len, const leapcache_head_range* heads, int32_t max_depth,
                      int64_t block_tokens, leapcache_lookup_result* out);
 
+/* One lookup of a batch: leapcache_lookup's arguments. */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t namespace_id;
+  const uint8_t* chain; /* chain_len hashes, LEAPCACHE_HASH_BYTES each */
+  size_t chain_len;
+  const leapcache_head_range* heads; /* NULL: all heads */
+  int32_t max_depth;                 /* 0: the whole chain */
+  int64_t block_tokens;
+} leapcache_lookup_request;
+
+/* n lookups (1..4096, e.g. a scheduler step's prompts) in one call. Returns 0 when the batch was
+ * answered: then codes[i] is 0 and results[i] answers requests[i] as leapcache_lookup would, or
+ * codes[i] is the code leapcache_lookup would have failed with and leapcache_batch_error(i) its
+ * message. Nonzero: nothing was answered (no connection, failed authentication, n outside
+ * 1..4096, a bad argument); leapcache_last_error() says why. Every struct_size is checked. */
+int leapcache_lookup_batch(leapcache_client* client, const leapcache_lookup_request* requests,
+                           size_t n, leapcache_lookup_result* results, int32_t* codes);
+/* The message of item i of this thread's last leapcache_lookup_batch ("" where it succeeded or
+ * i is out of range). Valid until this thread's next call into the library. */
+const char* leapcache_batch_error(size_t i);
+
 typedef struct {
   uint32_t struct_size;
   uint32_t namespace_id;

@@ -39,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/mutex_deadlock_detection.h"
 #include "client/cli/cli_args.h"
 #include "client/cli/cli_security.h"
 #include "gpu/format/format.h"
@@ -569,4 +570,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace leapcache::cli
 
-int main(int argc, char** argv) { return leapcache::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  leapcache::base::StopMutexDeadlockDetection();
+  return leapcache::cli::Main(argc, argv);
+}

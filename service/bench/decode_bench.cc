@@ -48,6 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/mutex_deadlock_detection.h"
 #include "gpu/format/half.h"
 #include "leapcache/client.h"
 #include "leapcache/data_plane.h"
@@ -533,6 +534,7 @@ int Run(const Flags& flags) {
 int main(int argc, char** argv) {
   // As leapcache-server does: the in-process server's messages should cost what they do there.
   leapcache::server::KeepLargeAllocationsMapped();
+  leapcache::base::StopMutexDeadlockDetection();
   leapcache::bench::Flags flags;
   if (!leapcache::bench::ParseFlags(argc, argv, &flags)) return 2;
   return leapcache::bench::Run(flags);

@@ -47,6 +47,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/loopback_http.h"
+#include "base/mutex_deadlock_detection.h"
 #include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
@@ -682,5 +683,6 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // As leapcache-server does: the in-process server's messages should cost what they do there.
   leapcache::server::KeepLargeAllocationsMapped();
+  leapcache::base::StopMutexDeadlockDetection();
   return leapcache::bench::Main(argc, argv);
 }

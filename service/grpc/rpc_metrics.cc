@@ -2,59 +2,77 @@
 
 #include <grpcpp/server_context.h>
 
+#include <google/protobuf/descriptor.h>
+
 #include <chrono>
-#include <initializer_list>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "leapcache/v1/data_plane.grpc.pb.h"
+#include "leapcache/v1/decode.grpc.pb.h"
+#include "leapcache/v1/state_cache.grpc.pb.h"
 
 namespace leapcache::server {
 namespace {
 
-// Each service's path prefix, its label prefix and its methods: the only label values.
-struct ServiceMethods {
-  absl::string_view path;
-  absl::string_view label;
-  std::initializer_list<absl::string_view> methods;
+// gRPC's health service has no descriptor in this binary: its two methods, by name.
+const absl::string_view kHealthMethods[] = {"Check", "Watch"};
+
+// The three services' files. state_cache.pb.cc holds no message, so nothing else makes the linker
+// take it from the static proto library; without its descriptor the pool has no StateCache.
+// Reading the address of each file's descriptor table (protobuf's generated symbol) links it in
+// (volatile: so the compiler keeps the reference).
+const void* volatile const kServiceFiles[] = {
+    &descriptor_table_leapcache_2fv1_2fstate_5fcache_2eproto,
+    &descriptor_table_leapcache_2fv1_2fdata_5fplane_2eproto,
+    &descriptor_table_leapcache_2fv1_2fdecode_2eproto,
 };
-const ServiceMethods kServices[] = {
-    {"/leapcache.v1.StateCache/",
-     "StateCache/",
-     {"RegisterNamespace", "Lookup", "ReservePut", "UploadPut", "CommitPut", "AbortPut", "Get",
-      "Delete", "Pin", "Unpin", "Stats"}},
-    {"/leapcache.v1.DataPlane/",
-     "DataPlane/",
-     {"Attach", "Keepalive", "Detach", "RegisterBuffer", "ReleaseBuffer", "TransferGet",
-      "TransferPut"}},
-    {"/leapcache.v1.Decode/",
-     "Decode/",
-     {"OpenSession", "CloseSession", "ResetSlot", "LoadSlot", "CommitSlot", "Step"}},
-    {"/grpc.health.v1.Health/", "Health/", {"Check", "Watch"}},
-};
+
+// Every method path of the labelled services, and its label.
+std::vector<std::pair<std::string, std::string>> MethodPaths() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const void* volatile const& file : kServiceFiles) {
+    LC_CHECK(file != nullptr, "the leapcache service files are linked in");
+  }
+  for (const char* name : {v1::StateCache::service_full_name(), v1::DataPlane::service_full_name(),
+                           v1::Decode::service_full_name()}) {
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
+    LC_CHECK(service != nullptr, "a leapcache service descriptor is linked in");
+    const std::string path = absl::StrCat("/", service->full_name(), "/");
+    for (int i = 0; i < service->method_count(); ++i) {
+      out.emplace_back(absl::StrCat(path, service->method(i)->name()),
+                       absl::StrCat(service->name(), "/", service->method(i)->name()));
+    }
+  }
+  for (absl::string_view m : kHealthMethods) {
+    out.emplace_back(absl::StrCat("/grpc.health.v1.Health/", m), absl::StrCat("Health/", m));
+  }
+  return out;
+}
 
 class Interceptor final : public grpc::experimental::Interceptor {
  public:
-  Interceptor(RpcMetrics* metrics, grpc::experimental::ServerRpcInfo* info)
-      : metrics_(metrics),
-        info_(info),
-        method_(info->method() != nullptr ? info->method() : ""),
-        start_(std::chrono::steady_clock::now()) {}
+  Interceptor(RpcMetrics::Method* method, grpc::experimental::ServerRpcInfo* info)
+      : method_(method), info_(info), start_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     // The server's own serving probe comes over its in-process channel: not a client's call.
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS) &&
-        !IsInProcessPeer(info_->server_context()->peer())) {
+        !(method_->probed() && IsInProcessPeer(info_->server_context()->peer()))) {
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
-      metrics_->Record(method_, methods->GetSendStatus().error_code(), elapsed.count());
+      method_->Record(methods->GetSendStatus().error_code(), elapsed.count());
     }
     methods->Proceed();
   }
 
  private:
-  RpcMetrics* const metrics_;
+  RpcMetrics::Method* const method_;
   grpc::experimental::ServerRpcInfo* const info_;
-  const std::string method_;
   const std::chrono::steady_clock::time_point start_;
 };
 
@@ -63,7 +81,8 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
   explicit Factory(RpcMetrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new Interceptor(metrics_, info);
+    return new Interceptor(&metrics_->ForPath(info->method() != nullptr ? info->method() : ""),
+                           info);
   }
 
  private:
@@ -78,30 +97,51 @@ RpcMetrics::RpcMetrics(metrics::Registry* registry)
                                        "RPC latency on the server, by method.",
                                        metrics::LatencySecondsBuckets())) {
   // Series exist from the start, so rates and quantiles are defined before the first call.
-  for (const ServiceMethods& service : kServices) {
-    for (absl::string_view m : service.methods) {
-      const std::string label = absl::StrCat(service.label, m);
-      duration_.Add({{"method", label}});
-      calls_.Add({{"method", label}, {"code", "OK"}});
-    }
+  for (auto& [path, label] : MethodPaths()) {
+    auto method = std::make_unique<Method>(this, label);
+    method->Calls(grpc::StatusCode::OK);
+    methods_.emplace(path, std::move(method));
   }
+  unknown_ = std::make_unique<Method>(this, "unknown");
+}
+
+RpcMetrics::Method::Method(RpcMetrics* owner, std::string label)
+    : owner_(owner),
+      label_(std::move(label)),
+      probed_(label_ == "Health/Check"),
+      duration_(owner->duration_.Add({{"method", label_}})) {}
+
+metrics::Counter& RpcMetrics::Method::Calls(grpc::StatusCode code) {
+  const size_t c = static_cast<size_t>(code) < calls_.size()
+                       ? static_cast<size_t>(code)
+                       : static_cast<size_t>(grpc::StatusCode::UNKNOWN);
+  metrics::Counter* counter = calls_[c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // First call with this code: the family makes (or finds) the series, once per code.
+    counter = &owner_->calls_.Add({{"method", label_}, {"code", StatusCodeLabel(code)}});
+    calls_[c].store(counter, std::memory_order_release);
+  }
+  return *counter;
+}
+
+void RpcMetrics::Method::Record(grpc::StatusCode code, double seconds) {
+  Calls(code).Increment();
+  duration_.Observe(seconds);
+}
+
+RpcMetrics::Method& RpcMetrics::ForPath(absl::string_view method_path) {
+  auto it = methods_.find(method_path);
+  return it != methods_.end() ? *it->second : *unknown_;
 }
 
 std::string RpcMetrics::MethodLabel(absl::string_view path) {
-  for (const ServiceMethods& service : kServices) {
-    if (!absl::StartsWith(path, service.path)) continue;
-    const absl::string_view method = path.substr(service.path.size());
-    for (absl::string_view m : service.methods) {
-      if (m == method) return absl::StrCat(service.label, m);
-    }
-  }
-  return "unknown";
-}
-
-void RpcMetrics::Record(absl::string_view method_path, grpc::StatusCode code, double seconds) {
-  const std::string method = MethodLabel(method_path);
-  calls_.Add({{"method", method}, {"code", StatusCodeLabel(code)}}).Increment();
-  duration_.Add({{"method", method}}).Observe(seconds);
+  static const auto* const labels = [] {
+    auto* m = new absl::flat_hash_map<std::string, std::string>();
+    for (auto& [p, label] : MethodPaths()) m->emplace(p, label);
+    return m;
+  }();
+  auto it = labels->find(path);
+  return it != labels->end() ? it->second : "unknown";
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>

@@ -25,8 +25,11 @@
 namespace leapcache::server {
 namespace {
 
-absl::StatusOr<core::LookupResult> DoLookup(core::CheckpointStore& store,
-                                            const v1::LookupRequest& request) {
+// One lookup for `caller` (authenticated already), answered into `response`.
+absl::Status LookupFor(const Authorizer& auth, core::CheckpointStore& store,
+                       const std::string& caller, const v1::LookupRequest& request,
+                       v1::LookupResponse* response) {
+  LC_RETURN_IF_ERROR(auth.Namespace(caller, request.namespace_id()));
   LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
   LC_ASSIGN_OR_RETURN(const std::vector<core::BlockHash> chain, ChainFromProto(request.chain()));
   core::LookupRequest q;
@@ -36,7 +39,13 @@ absl::StatusOr<core::LookupResult> DoLookup(core::CheckpointStore& store,
   // Larger than any chain: "no cap" in effect, and the core reports a bad chain itself.
   q.max_depth = static_cast<int>(std::min<uint32_t>(request.max_depth(), core::kMaxChainBlocks));
   q.block_tokens = request.block_tokens();
-  return store.Lookup(q);
+  LC_ASSIGN_OR_RETURN(const core::LookupResult result, store.Lookup(q));
+  response->set_hit(result.hit);
+  if (result.hit) {
+    response->set_index(static_cast<uint32_t>(result.index));
+    PositionToProto(result.position, response->mutable_position());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& puts,
@@ -107,21 +116,51 @@ grpc::Status StateCacheService::RegisterNamespace(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status StateCacheService::Lookup(grpc::ServerContext* context,
-                                       const v1::LookupRequest* request,
-                                       v1::LookupResponse* response) {
-  if (absl::StatusOr<std::string> caller = auth_->CallerFor(*context, request->namespace_id());
-      !caller.ok()) {
-    return ToGrpcStatus(caller.status());
+grpc::Status StateCacheService::AnswerLookup(const grpc::ServerContextBase& context,
+                                             const v1::LookupRequest& request,
+                                             v1::LookupResponse* response) const {
+  absl::StatusOr<std::string> caller = auth_->Caller(context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return ToGrpcStatus(LookupFor(*auth_, *store_, *caller, request, response));
+}
+
+grpc::Status StateCacheService::AnswerLookupBatch(const grpc::ServerContextBase& context,
+                                                  const v1::LookupBatchRequest& request,
+                                                  v1::LookupBatchResponse* response) const {
+  absl::StatusOr<std::string> caller = auth_->Caller(context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  const int n = request.lookups_size();
+  if (n < 1 || n > kMaxLookupBatch) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "lookups: ", n, " lookups; a batch holds 1..", kMaxLookupBatch)));
   }
-  absl::StatusOr<core::LookupResult> result = DoLookup(*store_, *request);
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  response->set_hit(result->hit);
-  if (result->hit) {
-    response->set_index(static_cast<uint32_t>(result->index));
-    PositionToProto(result->position, response->mutable_position());
+  response->mutable_results()->Reserve(n);
+  for (const v1::LookupRequest& lookup : request.lookups()) {
+    v1::LookupBatchResult* result = response->add_results();
+    const absl::Status st = LookupFor(*auth_, *store_, *caller, lookup, result->mutable_lookup());
+    if (!st.ok()) {
+      result->clear_lookup();
+      result->set_code(static_cast<int32_t>(st.code()));
+      result->set_message(std::string(st.message()));
+    }
   }
   return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* StateCacheService::Lookup(grpc::CallbackServerContext* context,
+                                                    const v1::LookupRequest* request,
+                                                    v1::LookupResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(AnswerLookup(*context, *request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StateCacheService::LookupBatch(grpc::CallbackServerContext* context,
+                                                         const v1::LookupBatchRequest* request,
+                                                         v1::LookupBatchResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(AnswerLookupBatch(*context, *request, response));
+  return reactor;
 }
 
 grpc::Status StateCacheService::ReservePut(grpc::ServerContext* context,

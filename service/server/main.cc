@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/mutex_deadlock_detection.h"
 #include "service/config/config_loader.h"
 #include "service/server/large_allocations.h"
 #include "service/server/server.h"
@@ -131,5 +132,6 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   leapcache::server::KeepLargeAllocationsMapped();
+  leapcache::base::StopMutexDeadlockDetection();
   return leapcache::server::Run(argc, argv);
 }

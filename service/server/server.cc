@@ -191,6 +191,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                              Ms(config.min_client_ping_interval));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(config.max_connection_idle));
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(config.handshake_timeout));
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
   grpc::ResourceQuota quota("leapcache-server");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
   quota.Resize(config.grpc_memory_budget);

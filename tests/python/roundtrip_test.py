@@ -1,6 +1,6 @@
 """Round trips through the real server: dense states (float32 and bfloat16, both layouts, numpy
-and torch) and compact blobs byte-exact, head ranges, lookups, batches, delete/pin/unpin and the
-stats that count them."""
+and torch) and compact blobs byte-exact, head ranges, lookups (alone and batched), batches,
+delete/pin/unpin and the stats that count them."""
 
 import numpy as np
 import pytest
@@ -98,6 +98,45 @@ def test_head_ranges_and_lookup(client, tenant):
     # Raw 32-byte keys work too (position given explicitly on puts).
     raw = [bytes(k) for k in chain]
     assert client.lookup(ns, raw, block_tokens=16).index == 2
+
+
+def test_lookup_batch_answers_each_chain_as_lookup(client, tenant):
+    ns = register(client, tenant)
+    a, b, c = keys(4, tenant), keys(4, tenant + "-b"), keys(4, tenant + "-c")
+    client.put_from(ns, a[2], states(ns))
+    client.put_from(ns, b[0], states(ns))
+    client.put_from(ns, b[3], states(ns, (0, 2)), heads=(0, 2))
+    chains = [a, b, c, a, [bytes(k) for k in b]]
+    got = client.lookup_batch(ns, chains, max_depth=[0, 0, 0, 2, 0], block_tokens=16)
+    assert [r.index if r else None for r in got] == [2, 0, None, None, 0]
+    for r, chain, depth in zip(got, chains, [0, 0, 0, 2, 0]):
+        alone = client.lookup(ns, chain, max_depth=depth, block_tokens=16)
+        assert (r.hit, r.index, r.tokens, r.blocks) == (alone.hit, alone.index, alone.tokens,
+                                                       alone.blocks)
+    assert got[0].key == a[2] and got[0].key.blocks == 3 and got[0].tokens == 48
+    # The head range reaches b's deeper, half-head checkpoint.
+    assert [r.index for r in client.lookup_batch(ns, [b, a], heads=(0, 2))] == [3, 2]
+    # An item the server refuses fails alone, with lookup's error and message.
+    empty = client.lookup_batch(ns, [a, []])
+    assert empty[0].index == 2
+    assert isinstance(empty[1], leapcache.InvalidArgumentError) and "chain" in str(empty[1])
+
+
+def test_lookup_batch_checks_before_sending(client, tenant):
+    ns = register(client, tenant)
+    chain = keys(2, tenant)
+    before = client.stats().lookups
+    with pytest.raises(ValueError):
+        client.lookup_batch(ns, [])
+    with pytest.raises(ValueError):
+        client.lookup_batch(ns, [chain] * 4097)
+    with pytest.raises(ValueError):
+        client.lookup_batch(ns, [chain, chain], max_depth=[0])
+    with pytest.raises(ValueError):
+        client.lookup_batch(ns, [chain], max_depth=[-1])
+    with pytest.raises(TypeError):
+        client.lookup_batch(ns, [[object()]])
+    assert client.stats().lookups == before
 
 
 def test_batches_report_each_item(client, tenant):

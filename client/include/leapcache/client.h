@@ -268,6 +268,12 @@ class Client {
 
   absl::StatusOr<NamespaceInfo> RegisterNamespace(const NamespaceSpec& spec);
   absl::StatusOr<LookupResult> Lookup(const LookupRequest& request);
+  // Many lookups in one call (1..4096: a scheduler step's prompts, any namespaces): result i
+  // answers requests[i] exactly as Lookup would, or holds the status Lookup would have failed
+  // with. The call fails as a whole only where no lookup was answered: no connection, failed
+  // authentication, no requests or more than 4,096 (INVALID_ARGUMENT).
+  absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> LookupBatch(
+      std::span<const LookupRequest> requests);
 
   // The whole put of (layer, head)-ordered units (v1 blobs, each followed by its side state
   // where the namespace has one): reserve, upload in chunks, commit with their CRC-32C. On

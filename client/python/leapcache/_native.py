@@ -95,6 +95,12 @@ class LookupResult(Structure):
                 ("position", Position)]
 
 
+class LookupRequest(Structure):
+    _fields_ = [("struct_size", c_uint32), ("namespace_id", c_uint32), ("chain", c_void_p),
+                ("chain_len", c_size_t), ("heads", POINTER(HeadRange)), ("max_depth", c_int32),
+                ("block_tokens", c_int64)]
+
+
 class PutTarget(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -202,6 +208,9 @@ _PROTOTYPES = {
     "leapcache_crc32c": (c_uint32, [c_void_p, c_size_t]),
     "leapcache_lookup": (c_int, [_CLIENT, c_uint32, c_void_p, c_size_t, POINTER(HeadRange),
                                  c_int32, c_int64, POINTER(LookupResult)]),
+    "leapcache_lookup_batch": (c_int, [_CLIENT, POINTER(LookupRequest), c_size_t,
+                                       POINTER(LookupResult), POINTER(c_int32)]),
+    "leapcache_batch_error": (c_char_p, [c_size_t]),
     "leapcache_get_into": (c_int, [_CLIENT, c_uint32, c_void_p, POINTER(HeadRange),
                                    POINTER(Encoding), c_void_p, c_uint64,
                                    POINTER(CheckpointInfo)]),
@@ -261,6 +270,12 @@ def lib():
                               f"{ABI_VERSION}")
         _lib = loaded
         return _lib
+
+
+def batch_error(i: int) -> str:
+    """Item i's message of this thread's last batch call."""
+    raw = lib().leapcache_batch_error(i)
+    return raw.decode("utf-8", "replace") if raw else ""
 
 
 def last_error() -> str:

@@ -140,6 +140,8 @@ TEST_F(AuthTest, CallsWithoutAValidTokenAreUnauthenticated) {
     const client::BlockHash hash = TestHash(1);
     ExpectCode(c->Lookup({ns_.id, std::span(&hash, 1), {}, 0, 16}).status(),
                StatusCode::kUnauthenticated);
+    const client::LookupRequest lookup{ns_.id, std::span(&hash, 1), {}, 0, 16};
+    ExpectCode(c->LookupBatch(std::span(&lookup, 1)).status(), StatusCode::kUnauthenticated);
     ExpectCode(c->Get({ns_.id, TestHash(1), {}, std::nullopt}).status(),
                StatusCode::kUnauthenticated);
     ExpectCode(c->PutCompact(Target(TestHash(2)), blobs_), StatusCode::kUnauthenticated);
@@ -185,6 +187,19 @@ TEST_F(AuthTest, OtherTenantsNamespaceIsNotFoundAsAnUnknownOne) {
   absl::StatusOr<client::LookupResult> hit = alice_->Lookup({ns_.id, std::span(&hash, 1), {}, 0, 16});
   ASSERT_TRUE(hit.ok()) << hit.status();
   EXPECT_TRUE(hit->hit);
+  // In a batch beside bob's own namespace: alice's lookup alone is refused, in the same words.
+  absl::StatusOr<client::NamespaceInfo> bobs = bob_->RegisterNamespace(SmallNamespace("bob"));
+  ASSERT_TRUE(bobs.ok()) << bobs.status();
+  const std::vector<client::LookupRequest> mixed = {{bobs->id, std::span(&hash, 1), {}, 0, 16},
+                                                    {ns_.id, std::span(&hash, 1), {}, 0, 16}};
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> answers =
+      bob_->LookupBatch(mixed);
+  ASSERT_TRUE(answers.ok()) << answers.status();
+  ASSERT_EQ(answers->size(), 2u);
+  ASSERT_TRUE((*answers)[0].ok()) << (*answers)[0].status();
+  EXPECT_FALSE((*answers)[0]->hit);
+  ExpectCode((*answers)[1].status(), StatusCode::kNotFound);
+  EXPECT_EQ((*answers)[1].status().message(), absl::StrCat("unknown namespace ", ns_.id));
   // An unknown namespace is NOT_FOUND, as without authentication, and the same words.
   const uint32_t unknown = ns_.id + 100;
   ExpectCode(bob_->Get({unknown, hash, {}, std::nullopt}).status(), StatusCode::kNotFound);

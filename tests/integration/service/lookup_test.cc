@@ -1,6 +1,7 @@
 // Deepest-checkpoint semantics through the real server: lookups along chains with gaps, chains
 // that diverge after a shared prefix, depth caps, head coverage, and hashes stored at another
-// depth (a state hit is exact-position only).
+// depth (a state hit is exact-position only); LookupBatch answers each lookup exactly as Lookup
+// does alone.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -133,6 +134,81 @@ TEST_F(LookupTest, TokenCountersFollowHitsAndMisses) {
   EXPECT_EQ(after.lookup_misses - before.lookup_misses, 1u);
   EXPECT_EQ(after.lookup_hit_tokens - before.lookup_hit_tokens, 3u * kBlock);
   EXPECT_EQ(after.lookup_miss_tokens - before.lookup_miss_tokens, (5u + 8u) * kBlock);
+}
+
+TEST_F(LookupTest, ABatchAnswersEachLookupAsLookupDoesAlone) {
+  const std::vector<client::BlockHash> a = Chain(8, 1), b = Chain(8, 2), c = Chain(8, 3);
+  PutAt(a, 5);
+  PutAt(b, 2);
+  PutAt(b, 6, {0, 2});
+  const client::NamespaceInfo other = Register(SmallNamespace("tenant-lookup-other"));
+  const std::vector<client::BlockHash> empty;
+  std::vector<client::LookupRequest> batch = {
+      {ns_.id, a, {}, 0, kBlock},          // hit at 5
+      {ns_.id, a, {}, 4, kBlock},          // capped below it: miss
+      {ns_.id, b, {}, 0, kBlock},          // hit at 2 (6 holds half the heads)
+      {ns_.id, b, {0, 2}, 0, kBlock},      // hit at 6
+      {ns_.id, c, {}, 0, kBlock},          // miss
+      {other.id, a, {}, 0, kBlock},        // another namespace: miss
+      {ns_.id, empty, {}, 0, kBlock},      // bad chain: INVALID_ARGUMENT
+      {ns_.id, a, {0, 99}, 0, kBlock},     // bad heads: INVALID_ARGUMENT
+      {987654, a, {}, 0, kBlock},          // unknown namespace: NOT_FOUND
+      {ns_.id, a, {}, 0, kBlock},          // the first again
+  };
+  const client::ServerStats before = Stats();
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> got =
+      client_->LookupBatch(batch);
+  const client::ServerStats after = Stats();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const absl::StatusOr<client::LookupResult> alone = client_->Lookup(batch[i]);
+    const absl::StatusOr<client::LookupResult>& in_batch = (*got)[i];
+    ASSERT_EQ(in_batch.status(), alone.status()) << "lookup " << i;
+    if (!alone.ok()) continue;
+    EXPECT_EQ(in_batch->hit, alone->hit) << "lookup " << i;
+    EXPECT_EQ(in_batch->index, alone->index) << "lookup " << i;
+    EXPECT_EQ(in_batch->position.tokens, alone->position.tokens) << "lookup " << i;
+    EXPECT_EQ(in_batch->position.blocks, alone->position.blocks) << "lookup " << i;
+  }
+  // What each answer is, and the counters of the seven answered lookups (two namespaces).
+  EXPECT_EQ((*got)[0]->index, 5);
+  EXPECT_FALSE((*got)[1]->hit);
+  EXPECT_EQ((*got)[2]->index, 2);
+  EXPECT_EQ((*got)[3]->index, 6);
+  EXPECT_FALSE((*got)[4]->hit);
+  EXPECT_FALSE((*got)[5]->hit);
+  EXPECT_EQ((*got)[6].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*got)[7].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*got)[8].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*got)[9]->index, 5);
+  EXPECT_EQ(after.lookups - before.lookups, 7u);
+  EXPECT_EQ(after.lookup_hits - before.lookup_hits, 4u);
+  EXPECT_EQ(after.lookup_misses - before.lookup_misses, 3u);
+}
+
+TEST_F(LookupTest, ABatchOfNoneOrOverTheLimitIsRefusedWhole) {
+  const std::vector<client::BlockHash> a = Chain(2, 1);
+  PutAt(a, 1);
+  const client::ServerStats before = Stats();
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> none =
+      client_->LookupBatch({});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument) << none.status();
+  const std::vector<client::LookupRequest> over(4097, {ns_.id, a, {}, 0, kBlock});
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> too_many =
+      client_->LookupBatch(over);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument) << too_many.status();
+  EXPECT_NE(too_many.status().message().find("4096"), std::string::npos) << too_many.status();
+  EXPECT_EQ(Stats().lookups, before.lookups);  // nothing looked up
+  // The largest batch is answered whole.
+  const std::vector<client::LookupRequest> full(4096, {ns_.id, a, {}, 0, kBlock});
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> all = client_->LookupBatch(full);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 4096u);
+  for (const absl::StatusOr<client::LookupResult>& r : *all) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->index, 1);
+  }
 }
 
 }  // namespace

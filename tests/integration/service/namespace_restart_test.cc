@@ -3,7 +3,8 @@
 // before the restart x registers first and holds the id; after it y registers first, takes that
 // id and stores its own 1-layer checkpoint under the hash of x's 2-layer one. x's engine, still
 // holding its old id, is refused (FAILED_PRECONDITION naming the tag) rather than served y's
-// blobs, and its client registers again, gets the new id and sees a miss; its next put and get
+// blobs (alone and within a LookupBatch), and its client registers again, gets the new id and
+// sees a miss (alone and in a batch); its next put and get
 // go to its own namespace, byte for byte. The real server both times, on the same port.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -114,8 +115,37 @@ TEST(NamespaceRestartTest, AnIdKeptAcrossARestartNeverReadsAnotherNamespace) {
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
 
-  // x's client notices, registers again (a new id: y holds the old one) and sees a miss.
+  {
+    // In a batch: the lookup's own result is refused, the call is not.
+    v1::LookupBatchRequest q;
+    v1::LookupRequest* one = q.add_lookups();
+    one->set_namespace_id(nx->id);
+    one->set_namespace_tag(nx->tag);
+    one->set_chain(std::string(reinterpret_cast<const char*>(hash.data()), hash.size()));
+    one->set_block_tokens(16);
+    v1::LookupBatchResponse r;
+    grpc::ClientContext ctx;
+    const grpc::Status st = stub->LookupBatch(&ctx, q, &r);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_EQ(r.results_size(), 1);
+    EXPECT_EQ(r.results(0).code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(r.results(0).message().find("namespace_tag"), std::string::npos);
+    EXPECT_FALSE(r.results(0).has_lookup());
+  }
+
+  // x's client notices, registers again (a new id: y holds the old one) and sees a miss, in a
+  // batch (both lookups stale, one registration) and alone.
   AwaitServing(*engine_x);
+  const client::LookupRequest stale{nx->id, std::span(&hash, 1), {}, 0, 16};
+  const std::vector<client::LookupRequest> twice = {stale, stale};
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> misses =
+      engine_x->LookupBatch(twice);
+  ASSERT_TRUE(misses.ok()) << misses.status();
+  ASSERT_EQ(misses->size(), 2u);
+  for (const absl::StatusOr<client::LookupResult>& m : *misses) {
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_FALSE(m->hit);
+  }
   absl::StatusOr<client::LookupResult> miss =
       engine_x->Lookup({nx->id, std::span(&hash, 1), {}, 0, 16});
   ASSERT_TRUE(miss.ok()) << miss.status();

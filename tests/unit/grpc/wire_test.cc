@@ -100,6 +100,15 @@ TEST(WireTest, RpcMethodLabelsAreBounded) {
   EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.Decode/TransferGet"), "unknown");
   EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.StateCache/Nope"), "unknown");
   EXPECT_EQ(RpcMetrics::MethodLabel("/x.Y/Lookup"), "unknown");
+  // Every method of the three services has its label, the newest ones included.
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.StateCache/LookupBatch"),
+            "StateCache/LookupBatch");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.DataPlane/OpenTransferChannel"),
+            "DataPlane/OpenTransferChannel");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.Decode/OpenStepChannel"),
+            "Decode/OpenStepChannel");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/grpc.health.v1.Health/Watch"), "Health/Watch");
+  EXPECT_EQ(RpcMetrics::MethodLabel("/leapcache.v1.StateCache/"), "unknown");
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 // table (nothing is asserted).
 //
 //   leapcache-service-bench [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=HOST:PORT]
-//                           [--gpu-memory-budget=BYTES]
+//                           [--gpu-memory-budget=BYTES] [--lookups-only]
+//                           [--lookup-batches=1,64] [--lookup-clients=1,8,64]
 //
-// 1. Lookup throughput and p50/p99 latency at 1, 8 and 64 concurrent clients (each its own
-//    connection) for S seconds each, on chains of 32 blocks with checkpoints every 8 blocks.
+// 1. Lookup throughput and p50/p99 call latency at 1, 8 and 64 concurrent clients (each its own
+//    connection, one call in flight each) for S seconds each, on chains of 32 blocks with
+//    checkpoints every 8 blocks: one Lookup per call (batch 1), or LookupBatch calls of the
+//    given sizes (random chains; a scheduler step's lookups).
 // 2. Put and get bandwidth of one 32-layer x 32-head x 128 x 128 checkpoint: compact 8-bit
 //    blobs (20 MB), compact fp32 blobs (67 MB), dense fp32 states encoded / decoded by the
 //    server (67 MB on the wire), each the median of N runs and set against a memcpy of the same
@@ -25,6 +28,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "base/mutex_deadlock_detection.h"
 #include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
@@ -45,7 +50,25 @@ struct Flags {
   int reps = 5;
   size_t chunk_bytes = 1 << 20;
   std::string target;
+  // Only the lookup rows (the put/get bandwidth rows are skipped).
+  bool lookups_only = false;
+  // Lookups per call (1: the Lookup RPC, more: LookupBatch) and concurrent clients, each row.
+  std::vector<int> lookup_batches = {1};
+  std::vector<int> lookup_clients = {1, 8, 64};
 };
+
+// "1,8,64" as positive integers (at most `max` each).
+bool ParseList(const std::string& value, int max, std::vector<int>* out) {
+  std::vector<int> parsed;
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 1 || v > max) return false;
+    parsed.push_back(v);
+  }
+  if (parsed.empty()) return false;
+  *out = std::move(parsed);
+  return true;
+}
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
@@ -59,11 +82,17 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       continue;
     }
     if (name == "--gpu-memory-budget" && absl::SimpleAtoi(value, &f->gpu_memory_budget)) continue;
+    if (name == "--lookup-batches" && ParseList(value, 4096, &f->lookup_batches)) continue;
+    if (name == "--lookup-clients" && ParseList(value, 1024, &f->lookup_clients)) continue;
+    if (name == "--lookups-only" && value.empty()) {
+      f->lookups_only = true;
+      continue;
+    }
     if (name == "--target" && !value.empty()) {
       f->target = value;
       continue;
     }
-    std::fprintf(stderr, "usage: %s [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=H:P] [--gpu-memory-budget=BYTES]\n",
+    std::fprintf(stderr, "usage: %s [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=H:P] [--gpu-memory-budget=BYTES] [--lookups-only] [--lookup-batches=1,64] [--lookup-clients=1,8,64]\n",
                  argv[0]);
     return false;
   }
@@ -96,14 +125,17 @@ client::BlockHash Key(uint64_t i, uint8_t salt) {
 // --- 1. lookups -------------------------------------------------------------------------------
 
 struct LookupRow {
+  int batch = 1;
   int clients = 0;
-  double ops_per_second = 0;
+  double ops_per_second = 0;  // lookups
+  double calls_per_second = 0;
   double p50_us = 0, p99_us = 0;
   double hit_rate = 0;
 };
 
 LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
-                       const std::vector<std::vector<client::BlockHash>>& chains, int clients) {
+                       const std::vector<std::vector<client::BlockHash>>& chains, int batch,
+                       int clients) {
   std::vector<std::vector<double>> latencies(clients);
   std::atomic<uint64_t> hits{0};
   std::atomic<bool> go{false};
@@ -117,13 +149,25 @@ LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
       std::mt19937 rng(i + 1);
       while (!go.load()) std::this_thread::yield();
       const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(duration);
+      std::vector<client::LookupRequest> requests(batch);
       while (Clock::now() < end) {
-        const auto& chain = chains[rng() % chains.size()];
+        for (client::LookupRequest& q : requests) q = {ns, chains[rng() % chains.size()], {}, 0, 256};
         const Clock::time_point t0 = Clock::now();
-        absl::StatusOr<client::LookupResult> r = conns[i]->Lookup({ns, chain, {}, 0, 256});
+        if (batch == 1) {
+          absl::StatusOr<client::LookupResult> r = conns[i]->Lookup(requests[0]);
+          latencies[i].push_back(Seconds(Clock::now() - t0) * 1e6);
+          if (!r.ok()) Die("lookup", r.status());
+          if (r->hit) ++hits;
+          continue;
+        }
+        absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> r =
+            conns[i]->LookupBatch(requests);
         latencies[i].push_back(Seconds(Clock::now() - t0) * 1e6);
-        if (!r.ok()) Die("lookup", r.status());
-        if (r->hit) ++hits;
+        if (!r.ok()) Die("lookup batch", r.status());
+        for (const absl::StatusOr<client::LookupResult>& one : *r) {
+          if (!one.ok()) Die("lookup in a batch", one.status());
+          if (one->hit) ++hits;
+        }
       }
     });
   }
@@ -135,11 +179,13 @@ LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
   LookupRow row;
+  row.batch = batch;
   row.clients = clients;
-  row.ops_per_second = all.size() / elapsed;
+  row.calls_per_second = all.size() / elapsed;
+  row.ops_per_second = row.calls_per_second * batch;
   row.p50_us = all[all.size() / 2];
   row.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)];
-  row.hit_rate = static_cast<double>(hits.load()) / all.size();
+  row.hit_rate = static_cast<double>(hits.load()) / (static_cast<double>(all.size()) * batch);
   return row;
 }
 
@@ -276,32 +322,44 @@ int Main(int argc, char** argv) {
       for (int blk : {7, 15, 23, 31}) {
         absl::Status st =
             c->PutCompact({lns->id, chains.back()[blk], {(blk + 1) * 256, blk + 1}, {}, {}}, blobs);
-        if (!st.ok()) Die("populate", st);
+        // ALREADY_EXISTS: an earlier run against the same --target put it.
+        if (!st.ok() && st.code() != absl::StatusCode::kAlreadyExists) Die("populate", st);
       }
     }
   }
   std::vector<LookupRow> lookups;
-  for (int clients : {1, 8, 64})
-    lookups.push_back(BenchLookups(f, target, lns->id, chains, clients));
+  for (int batch : f.lookup_batches) {
+    for (int clients : f.lookup_clients) {
+      lookups.push_back(BenchLookups(f, target, lns->id, chains, batch, clients));
+    }
+  }
 
   std::vector<BandwidthRow> rows;
-  rows.push_back(
-      BenchTransfer(f, *c, "compact leap8 blobs", client::StorageFormat::Leap(8), std::nullopt, 1));
-  rows.push_back(BenchTransfer(f, *c, "compact fp32 blobs", {client::Codec::kFp32, 32, 1, 0, false},
-                               std::nullopt, 2));
-  rows.push_back(
-      BenchTransfer(f, *c, "dense fp32 <-> leap8 (server codec)", client::StorageFormat::Leap(8),
-                    client::DenseEncoding{client::DType::kFp32, client::Layout::kKV}, 3));
-
+  if (!f.lookups_only) {
+    rows.push_back(
+        BenchTransfer(f, *c, "compact leap8 blobs", client::StorageFormat::Leap(8), std::nullopt, 1));
+    rows.push_back(BenchTransfer(f, *c, "compact fp32 blobs", {client::Codec::kFp32, 32, 1, 0, false},
+                                 std::nullopt, 2));
+    rows.push_back(
+        BenchTransfer(f, *c, "dense fp32 <-> leap8 (server codec)", client::StorageFormat::Leap(8),
+                      client::DenseEncoding{client::DType::kFp32, client::Layout::kKV}, 3));
+  }
   std::printf("leapcache service benchmark (%s server, %u hardware threads, chunk %zu B)\n\n",
               server != nullptr ? "in-process" : "external", std::thread::hardware_concurrency(),
               f.chunk_bytes);
   std::printf("Lookup, 32-block chains (checkpoints every 8 blocks), %.0f s per row\n\n",
               f.seconds);
-  std::printf("| clients | lookups/s | p50 us | p99 us | hit rate |\n|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| lookups per call | clients | lookups/s | calls/s | call p50 us | call p99 us | hit rate |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const LookupRow& r : lookups) {
-    std::printf("| %d | %.0f | %.0f | %.0f | %.2f |\n", r.clients, r.ops_per_second, r.p50_us,
-                r.p99_us, r.hit_rate);
+    std::printf("| %d | %d | %.0f | %.0f | %.0f | %.0f | %.2f |\n", r.batch, r.clients,
+                r.ops_per_second, r.calls_per_second, r.p50_us, r.p99_us, r.hit_rate);
+  }
+  if (rows.empty()) {
+    c.reset();
+    if (server != nullptr) server->Shutdown(absl::Seconds(5));
+    return 0;
   }
   std::printf("\nPut / get of one 32-layer x 32-head x 128x128 checkpoint, median of %d\n\n",
               f.reps);
@@ -324,5 +382,6 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   // As leapcache-server does: the in-process server's messages should cost what they do there.
   leapcache::server::KeepLargeAllocationsMapped();
+  leapcache::base::StopMutexDeadlockDetection();
   return leapcache::bench::Main(argc, argv);
 }

@@ -370,9 +370,12 @@ absl::Status Client::PutDense(const PutTarget& target, const DenseEncoding& enco
 
 namespace {
 
-// One Get stream: the checkpoint's bytes, checked against the stream's length and CRC-32C.
+// One Get stream: the checkpoint's bytes, checked against the stream's length and CRC-32C, into
+// `into` when given (it must be exactly the checkpoint's size: checked at the header, before a
+// byte is written) or else into the returned Checkpoint's bytes.
 absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const ClientOptions& options,
-                                          const v1::GetRequest& q) {
+                                          const v1::GetRequest& q,
+                                          std::optional<std::span<uint8_t>> into) {
   grpc::ClientContext context;
   context.set_deadline(DeadlineAfter(options.transfer_timeout));
   std::unique_ptr<grpc::ClientReader<v1::GetResponse>> reader = stub.Get(&context, q);
@@ -383,7 +386,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const Clie
   uint32_t crc = 0;
   uint32_t trailer_crc = 0;
   uint64_t total = 0;
+  uint64_t received = 0;
   absl::Status protocol;  // the first violation of the stream's contract, if any
+  absl::Status refused;   // the caller's buffer does not fit: the stream is cancelled
   while (reader->Read(&message)) {
     if (!protocol.ok()) continue;  // drain, then report
     if (message.has_header()) {
@@ -412,30 +417,44 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const Clie
         out.dense = *dense;
       }
       total = h.total_bytes();
+      if (into.has_value() && total != into->size()) {
+        refused = absl::OutOfRangeError(
+            absl::StrCat("the checkpoint is ", total, " bytes, the buffer ", into->size()));
+        protocol = refused;
+        context.TryCancel();
+        continue;
+      }
       // Reserved up front to avoid regrowth, but never more than a sane bound on the word of
       // the server alone; larger checkpoints still arrive, growing as chunks come.
-      out.bytes.reserve(std::min<uint64_t>(total, uint64_t{1} << 30));
+      if (!into.has_value()) out.bytes.reserve(std::min<uint64_t>(total, uint64_t{1} << 30));
     }
-    if (!have_header || message.offset() != out.bytes.size() ||
-        message.data().size() > total - out.bytes.size()) {
+    if (!have_header || message.offset() != received || message.data().size() > total - received) {
       protocol = absl::DataLossError(absl::StrCat("get stream chunk at offset ", message.offset(),
-                                                  " does not continue ", out.bytes.size(), " of ",
-                                                  total, " bytes"));
+                                                  " does not continue ", received, " of ", total,
+                                                  " bytes"));
       continue;
     }
     const auto* data = reinterpret_cast<const uint8_t*>(message.data().data());
-    out.bytes.insert(out.bytes.end(), data, data + message.data().size());
-    crc = Crc32cExtend(crc, data, message.data().size());
+    const size_t n = message.data().size();
+    if (into.has_value()) {
+      if (n > 0) std::memcpy(into->data() + received, data, n);
+    } else {
+      out.bytes.insert(out.bytes.end(), data, data + n);
+    }
+    received += n;
+    crc = Crc32cExtend(crc, data, n);
     if (message.has_trailer()) {
       have_trailer = true;
       trailer_crc = message.trailer().crc32c();
     }
   }
-  if (absl::Status st = FromGrpcStatus(reader->Finish()); !st.ok()) return st;
+  const grpc::Status finished = reader->Finish();
+  if (!refused.ok()) return refused;
+  if (absl::Status st = FromGrpcStatus(finished); !st.ok()) return st;
   if (!protocol.ok()) return protocol;
-  if (!have_header || !have_trailer || out.bytes.size() != total) {
+  if (!have_header || !have_trailer || received != total) {
     return absl::DataLossError(
-        absl::StrCat("get stream ended after ", out.bytes.size(), " of ", total, " bytes"));
+        absl::StrCat("get stream ended after ", received, " of ", total, " bytes"));
   }
   if (crc != trailer_crc) {
     return absl::DataLossError(absl::StrCat("get stream checksum mismatch: received ", crc,
@@ -447,6 +466,15 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const Clie
 }  // namespace
 
 absl::StatusOr<Checkpoint> Client::Get(const GetRequest& request) {
+  return GetTo(request, std::nullopt);
+}
+
+absl::StatusOr<Checkpoint> Client::GetInto(const GetRequest& request, std::span<uint8_t> out) {
+  return GetTo(request, out);
+}
+
+absl::StatusOr<Checkpoint> Client::GetTo(const GetRequest& request,
+                                         std::optional<std::span<uint8_t>> into) {
   v1::GetRequest q;
   q.set_hash(HashBytes(request.hash));
   bool has_heads = false;
@@ -461,7 +489,7 @@ absl::StatusOr<Checkpoint> Client::Get(const GetRequest& request) {
   return impl_->OnNamespace(request.namespace_id, [&](uint32_t id, uint64_t tag) {
     q.set_namespace_id(id);
     q.set_namespace_tag(tag);
-    return ReadCheckpoint(*impl_->stub, impl_->options, q);
+    return ReadCheckpoint(*impl_->stub, impl_->options, q, into);
   });
 }
 

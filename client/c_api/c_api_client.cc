@@ -194,16 +194,12 @@ int leapcache_get_into(leapcache_client* client, uint32_t namespace_id, const ui
     q.hash = leapcache::c_api::ToHash(hash);
     q.heads = leapcache::c_api::ToHeads(heads);
     q.dense = *dense;
-    absl::StatusOr<lc::Checkpoint> c = client->client->Get(q);
+    // Exactly the caller's size (checked before a byte is written): a shorter checkpoint would
+    // leave stale bytes in the buffer that look like states, a longer one does not fit.
+    absl::StatusOr<lc::Checkpoint> c =
+        client->client->GetInto(q, std::span<uint8_t>(static_cast<uint8_t*>(dst), dst_bytes));
     if (!c.ok()) return Fail(c.status());
-    // Exactly the caller's size: a shorter checkpoint would leave stale bytes in the buffer
-    // that look like states, a longer one does not fit.
-    if (c->bytes.size() != dst_bytes) {
-      return Fail(absl::OutOfRangeError(absl::StrCat("the checkpoint is ", c->bytes.size(),
-                                                     " bytes, the buffer ", dst_bytes)));
-    }
-    if (!c->bytes.empty()) std::memcpy(dst, c->bytes.data(), c->bytes.size());
-    *out = leapcache::c_api::FromCheckpoint(*c, c->bytes.size());
+    *out = leapcache::c_api::FromCheckpoint(*c, dst_bytes);
     return 0;
   });
 }

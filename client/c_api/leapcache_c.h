@@ -263,8 +263,9 @@ typedef struct {
 /* The checkpoint at (namespace_id, hash) written to dst: (layer, head)-ordered units of a v1
  * blob (encoding NULL or COMPACT) or a dense state ([dk][dv] for KV, [dv][dk] for VK), each
  * followed by its side state (side_bytes). OUT_OF_RANGE, with nothing written, unless the
- * checkpoint is exactly dst_bytes long; DATA_LOSS if the stream's CRC-32C does not match. dst
- * is host memory. */
+ * checkpoint is exactly dst_bytes long; DATA_LOSS if the stream's CRC-32C does not match. The
+ * bytes are written into dst as they arrive: after a failure other than OUT_OF_RANGE its
+ * contents are unspecified. dst is host memory. */
 int leapcache_get_into(leapcache_client* client, uint32_t namespace_id, const uint8_t* hash,
                        const leapcache_head_range* heads, const leapcache_encoding* encoding,
                        void* dst, uint64_t dst_bytes, leapcache_checkpoint_info* out);

@@ -9,7 +9,8 @@
 //    connection, one call in flight each) for S seconds each, on chains of 32 blocks with
 //    checkpoints every 8 blocks: one Lookup per call (batch 1), or LookupBatch calls of the
 //    given sizes (random chains; a scheduler step's lookups).
-// 2. Put and get bandwidth of one 32-layer x 32-head x 128 x 128 checkpoint: compact 8-bit
+// 2. Put and get bandwidth of one 32-layer x 32-head x 128 x 128 checkpoint (gets into a new
+//    Checkpoint, and GetInto a buffer the engine already has): compact 8-bit
 //    blobs (20 MB), compact fp32 blobs (67 MB), dense fp32 states encoded / decoded by the
 //    server (67 MB on the wire), each the median of N runs and set against a memcpy of the same
 //    bytes measured in the same run (ratio = service / memcpy).
@@ -194,7 +195,7 @@ LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
 struct BandwidthRow {
   std::string what;
   size_t bytes = 0;
-  double put_gbps = 0, get_gbps = 0, memcpy_gbps = 0;
+  double put_gbps = 0, get_gbps = 0, get_into_gbps = 0, memcpy_gbps = 0;
 };
 
 double Median(std::vector<double> v) {
@@ -253,7 +254,9 @@ BandwidthRow BenchTransfer(const Flags& f, client::Client& c, const std::string&
       payload.insert(payload.end(), blob->begin(), blob->end());
     }
   }
-  std::vector<double> put_t, get_t;
+  std::vector<double> put_t, get_t, get_into_t;
+  // GetInto's destination, touched before it is timed (an engine's buffer is long mapped).
+  std::vector<uint8_t> into(payload.size(), 0xA5);
   for (int r = 0; r < f.reps; ++r) {
     const client::BlockHash key = Key(r, salt);
     const client::PutTarget target{ns->id, key, {256, 1}, {}, absl::ZeroDuration()};
@@ -268,6 +271,14 @@ BandwidthRow BenchTransfer(const Flags& f, client::Client& c, const std::string&
     if (!got.ok()) Die(what + " get", got.status());
     if (got->bytes.size() != payload.size()) std::abort();
     if (!dense.has_value() && got->bytes != payload) Die(what, absl::DataLossError("bytes differ"));
+    t0 = Clock::now();
+    absl::StatusOr<client::Checkpoint> got_into = c.GetInto({ns->id, key, {}, dense}, into);
+    get_into_t.push_back(Seconds(Clock::now() - t0));
+    if (!got_into.ok()) Die(what + " get into", got_into.status());
+    if (!std::equal(into.begin(), into.end(), got->bytes.begin())) {
+      Die(what, absl::DataLossError("GetInto's bytes differ from Get's"));
+    }
+    std::fill(into.begin(), into.end(), 0xA5);
     st = c.Delete(ns->id, key);  // keep memory for the next rows
     if (!st.ok()) Die(what + " delete", st);
   }
@@ -276,6 +287,7 @@ BandwidthRow BenchTransfer(const Flags& f, client::Client& c, const std::string&
   row.bytes = payload.size();
   row.put_gbps = payload.size() / Median(put_t) / 1e9;
   row.get_gbps = payload.size() / Median(get_t) / 1e9;
+  row.get_into_gbps = payload.size() / Median(get_into_t) / 1e9;
   row.memcpy_gbps = MemcpyGbps(payload.size(), std::max(f.reps, 5));
   return row;
 }
@@ -364,12 +376,14 @@ int Main(int argc, char** argv) {
   std::printf("\nPut / get of one 32-layer x 32-head x 128x128 checkpoint, median of %d\n\n",
               f.reps);
   std::printf(
-      "| payload | bytes | put GB/s | get GB/s | memcpy GB/s | put/memcpy | get/memcpy |\n"
-      "|---|---:|---:|---:|---:|---:|---:|\n");
+      "| payload | bytes | put GB/s | get GB/s | get-into GB/s | memcpy GB/s | put/memcpy | "
+      "get/memcpy | get-into/memcpy |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const BandwidthRow& r : rows) {
-    std::printf("| %s | %zu | %.3f | %.3f | %.2f | %.4f | %.4f |\n", r.what.c_str(), r.bytes,
-                r.put_gbps, r.get_gbps, r.memcpy_gbps, r.put_gbps / r.memcpy_gbps,
-                r.get_gbps / r.memcpy_gbps);
+    std::printf("| %s | %zu | %.3f | %.3f | %.3f | %.2f | %.4f | %.4f | %.4f |\n", r.what.c_str(),
+                r.bytes, r.put_gbps, r.get_gbps, r.get_into_gbps, r.memcpy_gbps,
+                r.put_gbps / r.memcpy_gbps, r.get_gbps / r.memcpy_gbps,
+                r.get_into_gbps / r.memcpy_gbps);
   }
   c.reset();
   if (server != nullptr) server->Shutdown(absl::Seconds(5));

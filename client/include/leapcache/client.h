@@ -296,6 +296,11 @@ class Client {
 
   // The checkpoint's bytes; DATA_LOSS if the stream's CRC-32C or length does not match.
   absl::StatusOr<Checkpoint> Get(const GetRequest& request);
+  // The same, written straight into `out` as it arrives (no allocation, no second copy); the
+  // returned Checkpoint's bytes stay empty. OUT_OF_RANGE, with nothing written, unless the
+  // checkpoint is exactly out.size() bytes. After any other failure `out` holds an unspecified
+  // part of the bytes: use it only on success.
+  absl::StatusOr<Checkpoint> GetInto(const GetRequest& request, std::span<uint8_t> out);
   absl::Status Delete(uint32_t namespace_id, const BlockHash& hash);
   absl::Status Pin(uint32_t namespace_id, const BlockHash& hash);
   absl::Status Unpin(uint32_t namespace_id, const BlockHash& hash);
@@ -308,6 +313,8 @@ class Client {
   std::optional<uint64_t> RegisteredTag(uint32_t namespace_id) const;
 
  private:
+  absl::StatusOr<Checkpoint> GetTo(const GetRequest& request,
+                                   std::optional<std::span<uint8_t>> into);
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

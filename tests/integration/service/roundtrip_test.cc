@@ -1,10 +1,12 @@
 // Put -> lookup -> get through the real server: compact blobs come back byte-exact, dense states
 // come back as the CPU reference codec decodes them (bit-exact against a local decode) and within
-// the codec's error of what was put, for every dtype and layout, whole and by head range.
+// the codec's error of what was put, for every dtype and layout, whole and by head range; GetInto
+// writes the same bytes into the caller's buffer, or nothing when it is not the checkpoint's size.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <thread>
 
@@ -81,6 +83,59 @@ TEST_F(RoundTripTest, LargeCheckpointMovesInManyChunks) {
   absl::StatusOr<client::Checkpoint> got = c->Get({ns->id, TestHash(1), {}, std::nullopt});
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(got->bytes == blobs);
+}
+
+TEST_F(RoundTripTest, GetIntoWritesTheBytesIntoTheCallersBuffer) {
+  // Many chunks, so the bytes land in the buffer chunk by chunk.
+  client::ClientOptions options;
+  options.chunk_bytes = 64 << 10;
+  std::unique_ptr<client::Client> c = Connect(options);
+  const client::NamespaceSpec spec = SmallNamespace("tenant-into", 8, 8, 128);
+  absl::StatusOr<client::NamespaceInfo> ns = c->RegisterNamespace(spec);
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  const std::vector<float> states = MakeStates(spec, 11);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, states);
+  ASSERT_TRUE(c->PutCompact(Target(ns->id, TestHash(1), 2), blobs).ok());
+
+  std::vector<uint8_t> into(blobs.size(), 0xEE);
+  absl::StatusOr<client::Checkpoint> got = c->GetInto({ns->id, TestHash(1), {}, std::nullopt}, into);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(into == blobs);
+  EXPECT_TRUE(got->bytes.empty());
+  EXPECT_EQ(got->position.blocks, 2);
+  EXPECT_EQ(got->blob_bytes, ns->blob_bytes);
+  EXPECT_EQ(got->layers, 8);
+
+  // Dense, as Get decodes it.
+  const DenseEncoding bf16{DType::kBf16, Layout::kVK};
+  absl::StatusOr<client::Checkpoint> dense = c->Get({ns->id, TestHash(1), {2, 5}, bf16});
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  std::vector<uint8_t> dense_into(dense->bytes.size(), 0xEE);
+  ASSERT_TRUE(c->GetInto({ns->id, TestHash(1), {2, 5}, bf16}, dense_into).ok());
+  EXPECT_TRUE(dense_into == dense->bytes);
+
+  // A buffer of another size: OUT_OF_RANGE, nothing written, the store unchanged.
+  for (const size_t size : {blobs.size() - 1, blobs.size() + 1, size_t{0}}) {
+    std::vector<uint8_t> wrong(size, 0xEE);
+    absl::StatusOr<client::Checkpoint> refused =
+        c->GetInto({ns->id, TestHash(1), {}, std::nullopt}, wrong);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kOutOfRange) << refused.status();
+    EXPECT_TRUE(std::all_of(wrong.begin(), wrong.end(), [](uint8_t b) { return b == 0xEE; }));
+  }
+  // A missing key is NOT_FOUND, nothing written; the checkpoint still reads back whole.
+  std::fill(into.begin(), into.end(), 0xEE);
+  EXPECT_EQ(c->GetInto({ns->id, TestHash(2), {}, std::nullopt}, into).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(std::all_of(into.begin(), into.end(), [](uint8_t b) { return b == 0xEE; }));
+  ASSERT_TRUE(c->GetInto({ns->id, TestHash(1), {}, std::nullopt}, into).ok());
+  EXPECT_TRUE(into == blobs);
+  // The refused gets' streams were cancelled: their read leases come back.
+  uint64_t leases = 1;
+  for (int i = 0; i < 100 && leases != 0; ++i) {
+    leases = Stats().leases;
+    if (leases != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(leases, 0u);
 }
 
 struct DenseCase {

@@ -41,28 +41,6 @@ bool StaleNamespace(const absl::Status& s) {
           absl::StrContains(s.message(), "namespace_tag"));
 }
 
-void LookupToProto(const LookupRequest& request, v1::LookupRequest* q) {
-  std::string* chain = q->mutable_chain();
-  chain->resize(request.chain.size() * sizeof(BlockHash));
-  if (!request.chain.empty()) std::memcpy(chain->data(), request.chain.data(), chain->size());
-  bool has_heads = false;
-  ToProto(request.heads, &has_heads, q->mutable_heads());
-  if (!has_heads) q->clear_heads();
-  q->set_max_depth(static_cast<uint32_t>(std::max(0, request.max_depth)));
-  q->set_block_tokens(
-      static_cast<uint32_t>(std::clamp<int64_t>(request.block_tokens, 0, UINT32_MAX)));
-}
-
-LookupResult LookupFromProto(const v1::LookupResponse& response) {
-  LookupResult result;
-  result.hit = response.hit();
-  if (result.hit) {
-    result.index = static_cast<int>(response.index());
-    result.position = FromProto(response.position());
-  }
-  return result;
-}
-
 }  // namespace
 
 struct Client::Impl {
@@ -149,20 +127,7 @@ struct Client::Impl {
     if (grpc::Status st = stub->LookupBatch(&context, batch, &response); !st.ok()) {
       return FromGrpcStatus(st);
     }
-    if (response.results_size() != batch.lookups_size()) {
-      return absl::InternalError(absl::StrCat("LookupBatch answered ", response.results_size(),
-                                              " of ", batch.lookups_size(), " lookups"));
-    }
-    std::vector<absl::StatusOr<LookupResult>> out;
-    out.reserve(response.results_size());
-    for (const v1::LookupBatchResult& r : response.results()) {
-      if (r.code() != 0) {
-        out.push_back(absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
-      } else {
-        out.push_back(LookupFromProto(r.lookup()));
-      }
-    }
-    return out;
+    return FromProto(response, batch.lookups_size());
   }
 };
 
@@ -201,7 +166,7 @@ std::optional<uint64_t> Client::RegisteredTag(uint32_t namespace_id) const {
 
 absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
   v1::LookupRequest q;
-  LookupToProto(request, &q);
+  ToProto(request, &q);
   return impl_->OnNamespace(
       request.namespace_id, [&](uint32_t id, uint64_t tag) -> absl::StatusOr<LookupResult> {
         q.set_namespace_id(id);
@@ -212,7 +177,7 @@ absl::StatusOr<LookupResult> Client::Lookup(const LookupRequest& request) {
         if (grpc::Status st = impl_->stub->Lookup(&context, q, &response); !st.ok()) {
           return FromGrpcStatus(st);
         }
-        return LookupFromProto(response);
+        return FromProto(response);
       });
 }
 
@@ -222,7 +187,7 @@ absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> Client::LookupBatch(
   std::vector<uint64_t> tags(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     v1::LookupRequest* q = batch.add_lookups();
-    LookupToProto(requests[i], q);
+    ToProto(requests[i], q);
     const auto [id, tag] = impl_->Address(requests[i].namespace_id);
     q->set_namespace_id(id);
     q->set_namespace_tag(tag);

@@ -390,6 +390,46 @@ absl::Status AttachedEngine::ReleaseBuffer(BufferId buffer) {
   return remote;
 }
 
+absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> AttachedEngine::LookupBatch(
+    std::span<const LookupRequest> requests) {
+  Impl& m = *impl_;
+  {
+    absl::MutexLock lock(&m.mu);
+    m.last_through_channel = false;
+    if (!m.detached && !requests.empty()) {
+      v1::TransferChannelRequest through;
+      v1::LookupBatchRequest& batch = *through.mutable_lookups();
+      for (const LookupRequest& r : requests) {
+        v1::LookupRequest* q = batch.add_lookups();
+        ToProto(r, q);
+        q->set_namespace_id(r.namespace_id);
+        q->set_namespace_tag(m.client->RegisteredTag(r.namespace_id).value_or(0));
+      }
+      through.set_timeout_us(
+          static_cast<uint64_t>(absl::ToInt64Microseconds(m.options.rpc_timeout)));
+      LC_ASSIGN_OR_RETURN(const bool use, m.UseChannel());
+      if (use && through.ByteSizeLong() <= m.transfer_channel->capacity()) {
+        v1::TransferChannelReply reply;
+        const absl::Status st = m.ChannelTransfer(through, &reply);
+        // RESOURCE_EXHAUSTED: the answers did not fit the mailbox; ask over the RPC.
+        if (st.code() != absl::StatusCode::kResourceExhausted) {
+          if (!st.ok()) return st;
+          m.last_through_channel = true;
+          return FromProto(reply.lookups(), batch.lookups_size());
+        }
+      }
+    }
+  }
+  return m.client->LookupBatch(requests);
+}
+
+absl::StatusOr<LookupResult> AttachedEngine::Lookup(const LookupRequest& request) {
+  absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> one =
+      LookupBatch(std::span<const LookupRequest>(&request, 1));
+  if (!one.ok()) return one.status();
+  return std::move(one->front());
+}
+
 absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& request,
                                                               BufferId buffer, uint64_t offset) {
   Impl& m = *impl_;

@@ -56,6 +56,8 @@ class MailboxChannel {
   MailboxChannel& operator=(const MailboxChannel&) = delete;
 
   bool open() const { return mailbox_ != nullptr; }
+  // The most bytes a request (or a reply) may take. REQUIRES: open().
+  size_t capacity() const { return mailbox_->capacity(); }
 
   // One request, its reply's bytes in `reply` (ShmMailbox::Call). On a failure the channel is
   // ended and the status is the service's reason where the service ended it, else the mailbox's.

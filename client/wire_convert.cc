@@ -1,5 +1,8 @@
 #include "client/wire_convert.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace leapcache::client {
@@ -119,6 +122,46 @@ ServerStats FromProto(const v1::StatsResponse& s) {
   out.tenant = {t.tenant(),      t.namespaces(),         t.bytes(),
                 t.pinned_bytes(), t.pending_puts(),      t.quota_bytes(),
                 t.quota_pinned_bytes(), t.quota_pending_puts(), t.quota_namespaces()};
+  return out;
+}
+
+void ToProto(const LookupRequest& request, v1::LookupRequest* out) {
+  std::string* chain = out->mutable_chain();
+  chain->resize(request.chain.size() * sizeof(BlockHash));
+  if (!request.chain.empty()) std::memcpy(chain->data(), request.chain.data(), chain->size());
+  bool has_heads = false;
+  ToProto(request.heads, &has_heads, out->mutable_heads());
+  if (!has_heads) out->clear_heads();
+  out->set_max_depth(static_cast<uint32_t>(std::max(0, request.max_depth)));
+  out->set_block_tokens(
+      static_cast<uint32_t>(std::clamp<int64_t>(request.block_tokens, 0, UINT32_MAX)));
+}
+
+LookupResult FromProto(const v1::LookupResponse& response) {
+  LookupResult result;
+  result.hit = response.hit();
+  if (result.hit) {
+    result.index = static_cast<int>(response.index());
+    result.position = FromProto(response.position());
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> FromProto(
+    const v1::LookupBatchResponse& response, int lookups) {
+  if (response.results_size() != lookups) {
+    return absl::InternalError(absl::StrCat("LookupBatch answered ", response.results_size(),
+                                            " of ", lookups, " lookups"));
+  }
+  std::vector<absl::StatusOr<LookupResult>> out;
+  out.reserve(response.results_size());
+  for (const v1::LookupBatchResult& r : response.results()) {
+    if (r.code() != 0) {
+      out.push_back(absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
+    } else {
+      out.push_back(FromProto(r.lookup()));
+    }
+  }
   return out;
 }
 

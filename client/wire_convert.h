@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "leapcache/client.h"
@@ -19,6 +20,8 @@ void ToProto(const NamespaceSpec& spec, v1::RegisterNamespaceRequest* out);
 void ToProto(const HeadRange& heads, bool* present, v1::HeadRange* out);
 void ToProto(const Position& position, v1::Position* out);
 void ToProto(const DenseEncoding& dense, v1::DenseEncoding* out);
+// The lookup's chain, heads, depth and block size (the caller sets namespace id and tag).
+void ToProto(const LookupRequest& request, v1::LookupRequest* out);
 
 Position FromProto(const v1::Position& position);
 HeadRange FromProto(const v1::HeadRange& heads);
@@ -26,5 +29,10 @@ StorageFormat FromProto(const v1::StorageFormat& format);
 // INVALID_ARGUMENT for enum values this client does not know.
 absl::StatusOr<DenseEncoding> FromProto(const v1::DenseEncoding& dense);
 ServerStats FromProto(const v1::StatsResponse& stats);
+LookupResult FromProto(const v1::LookupResponse& response);
+// A LookupBatch answer of `lookups` lookups: each result or the status it carries. INTERNAL if
+// the answer holds another number of results.
+absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> FromProto(
+    const v1::LookupBatchResponse& response, int lookups);
 
 }  // namespace leapcache::client

@@ -446,6 +446,9 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
           Remap(h, *r.mutable_put());
           if (r.put().ttl_ms() > 60000) r.mutable_put()->set_ttl_ms(60000);
         }
+        if (r.has_lookups()) {
+          for (v1::LookupRequest& q : *r.mutable_lookups()->mutable_lookups()) Remap(h, q);
+        }
         bytes = r.SerializeAsString();
       }
       const server::DataPlaneCall open = server::DataPlaneCallOf(*ctx, "");
@@ -478,8 +481,16 @@ void RunRecord(Harness& h, uint8_t kind, const uint8_t* data, size_t size) {
       } else {
         watch.Check(0, 0, "a channel request");
       }
-      FUZZ_CHECK(code == absl::StatusCode::kOk || (!answer.has_get() && !answer.has_put()),
+      FUZZ_CHECK(code == absl::StatusCode::kOk ||
+                     (!answer.has_get() && !answer.has_put() && !answer.has_lookups()),
                  "a failed channel request answered a transfer");
+      FUZZ_CHECK(reply.size() <= server::MailboxChannelOptions{}.capacity,
+                 "a channel reply of %zu bytes does not fit the mailbox", reply.size());
+      if (code == absl::StatusCode::kOk && r.has_lookups()) {
+        FUZZ_CHECK(answer.lookups().results_size() == r.lookups().lookups_size(),
+                   "%d lookup results for %d lookups", answer.lookups().results_size(),
+                   r.lookups().lookups_size());
+      }
       return;
     }
     default: {

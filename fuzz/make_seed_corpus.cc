@@ -286,6 +286,15 @@ void EngineCorpus(const fs::path& dir) {
   transfer_put.set_hash(std::string(32, '\x33'));
   *through.mutable_put() = transfer_put;
   Record(&data_plane, 17, through);
+  // Lookups through the channel: the put's key (a hit) and an unknown namespace's.
+  v1::LookupRequest channel_lookup;
+  channel_lookup.set_namespace_id(1);
+  channel_lookup.set_chain(get.hash());
+  channel_lookup.set_block_tokens(16);
+  *through.mutable_lookups()->add_lookups() = channel_lookup;
+  channel_lookup.set_namespace_id(9);
+  *through.mutable_lookups()->add_lookups() = channel_lookup;
+  Record(&data_plane, 17, through);
   v1::KeepaliveRequest keepalive;
   keepalive.set_session_id(1);
   Record(&data_plane, 5, keepalive);

@@ -8,7 +8,9 @@
 #   - redis-benchmark GET of 64-byte values over 100,000 keys, one request in flight per client,
 #     and pipelined BATCH deep (-P);
 #   - leapcache-service-bench lookups of 32-block chains through the client library, one Lookup
-#     per call, and LookupBatch calls of BATCH lookups (one call in flight per client).
+#     per call, and LookupBatch calls of BATCH lookups (one call in flight per client);
+#   - the same single lookups by attached engines, through their sessions' transfer channels
+#     (shared memory: the path of an engine on the cache's host).
 # The client and the server share the machine's cores in both cases. Each ratio is
 # leapcache / redis within one round (the machine's speed drifts between minutes); the table gives
 # the median over rounds and the worst round. OUT (optional) receives lookups.md and the raw
@@ -79,23 +81,42 @@ for r in $(seq "$rounds"); do
     awk -F'|' -v r="$r" '$2 ~ /^ *[0-9]+ *$/ {
       gsub(/ /, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4)
       printf "%s\tleapcache\t%s\t%s\t%s\n", r, $2, $3, $4 }' >> "$raw"
+  "$bench_bin" --target="$target" --lookups-only --seconds="$row_seconds" --lookup-engines \
+    --lookup-batches=1 --lookup-clients=1,8,64 |
+    awk -F'|' -v r="$r" '$2 ~ /^ *[0-9]+ *$/ {
+      gsub(/ /, "", $3); gsub(/ /, "", $4)
+      printf "%s\tleapcache\tengine\t%s\t%s\n", r, $3, $4 }' >> "$raw"
 done
 
 report=$(/usr/bin/python3 - "$raw" "$batch" "$rounds" "$(nproc)" <<'EOF'
 import collections, statistics, sys
 raw, batch, rounds, cores = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 rows = collections.defaultdict(dict)  # (per_call, clients) -> round -> {system: rate}
+engine = collections.defaultdict(dict)  # clients -> round -> engine lookups/s
 for line in open(raw).read().splitlines()[1:]:
     r, system, per_call, clients, rate = line.split("\t")
+    if per_call == "engine":
+        engine[int(clients)][r] = float(rate)
+        continue
     rows[(int(per_call), int(clients))].setdefault(r, {})[system] = float(rate)
+for clients, by_round in engine.items():  # against redis's GET without pipelining
+    for r, rate in by_round.items():
+        redis = rows[(1, clients)].get(r, {}).get("redis")
+        if redis is not None:
+            rows[("engine", clients)][r] = {"redis": redis, "leapcache": rate}
 print(f"Lookups against redis GET, {cores} cores shared by client and server, {rounds} rounds "
       f"(median; worst round's ratio)\n")
 print("| per call | clients | redis GET/s | leapcache lookups/s | leapcache / redis | worst round |")
 print("|---|---:|---:|---:|---:|---:|")
-for (per_call, clients), by_round in sorted(rows.items()):
+def order(key):
+    per_call, clients = key
+    return (0 if per_call == 1 else 2 if per_call == "engine" else 1, clients)
+for (per_call, clients), by_round in sorted(rows.items(), key=lambda kv: order(kv[0])):
     both = [v for v in by_round.values() if "redis" in v and "leapcache" in v]
     ratios = [v["leapcache"] / v["redis"] for v in both]
-    what = "1 (Lookup / GET)" if per_call == 1 else f"{per_call} (LookupBatch / GET -P {per_call})"
+    what = ("1 (Lookup / GET)" if per_call == 1 else
+            "1 (engine, transfer channel / GET)" if per_call == "engine" else
+            f"{per_call} (LookupBatch / GET -P {per_call})")
     print(f"| {what} | {clients} | {statistics.median(v['redis'] for v in both):,.0f} | "
           f"{statistics.median(v['leapcache'] for v in both):,.0f} | "
           f"{statistics.median(ratios):.2f}x | {min(ratios):.2f}x |")

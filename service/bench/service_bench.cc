@@ -4,11 +4,14 @@
 //   leapcache-service-bench [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=HOST:PORT]
 //                           [--gpu-memory-budget=BYTES] [--lookups-only]
 //                           [--lookup-batches=1,64] [--lookup-clients=1,8,64]
+//                           [--lookup-engines] [--engine-spin-us=US]
 //
 // 1. Lookup throughput and p50/p99 call latency at 1, 8 and 64 concurrent clients (each its own
 //    connection, one call in flight each) for S seconds each, on chains of 32 blocks with
 //    checkpoints every 8 blocks: one Lookup per call (batch 1), or LookupBatch calls of the
-//    given sizes (random chains; a scheduler step's lookups).
+//    given sizes (random chains; a scheduler step's lookups). --lookup-engines: each client an
+//    AttachedEngine, whose lookups go through its transfer channel (shared memory) where the
+//    server is on this host.
 // 2. Put and get bandwidth of one 32-layer x 32-head x 128 x 128 checkpoint (gets into a new
 //    Checkpoint, and GetInto a buffer the engine already has): compact 8-bit
 //    blobs (20 MB), compact fp32 blobs (67 MB), dense fp32 states encoded / decoded by the
@@ -29,11 +32,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/mutex_deadlock_detection.h"
 #include "gpu/format/format.h"
 #include "gpu/reference/codec.h"
 #include "leapcache/client.h"
+#include "leapcache/data_plane.h"
 #include "service/server/large_allocations.h"
 #include "service/server/server.h"
 
@@ -56,6 +61,10 @@ struct Flags {
   // Lookups per call (1: the Lookup RPC, more: LookupBatch) and concurrent clients, each row.
   std::vector<int> lookup_batches = {1};
   std::vector<int> lookup_clients = {1, 8, 64};
+  // Each lookup client an attached engine (its session's transfer channel where the server is on
+  // this host), its spin before it sleeps; otherwise a Client (the StateCache RPCs).
+  bool lookup_engines = false;
+  absl::Duration engine_spin = absl::Microseconds(50);
 };
 
 // "1,8,64" as positive integers (at most `max` each).
@@ -72,6 +81,7 @@ bool ParseList(const std::string& value, int max, std::vector<int>* out) {
 }
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
+  int64_t spin_us = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const size_t eq = a.find('=');
@@ -85,6 +95,14 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     if (name == "--gpu-memory-budget" && absl::SimpleAtoi(value, &f->gpu_memory_budget)) continue;
     if (name == "--lookup-batches" && ParseList(value, 4096, &f->lookup_batches)) continue;
     if (name == "--lookup-clients" && ParseList(value, 1024, &f->lookup_clients)) continue;
+    if (name == "--lookup-engines" && value.empty()) {
+      f->lookup_engines = true;
+      continue;
+    }
+    if (name == "--engine-spin-us" && absl::SimpleAtoi(value, &spin_us) && spin_us >= 0) {
+      f->engine_spin = absl::Microseconds(spin_us);
+      continue;
+    }
     if (name == "--lookups-only" && value.empty()) {
       f->lookups_only = true;
       continue;
@@ -93,7 +111,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->target = value;
       continue;
     }
-    std::fprintf(stderr, "usage: %s [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=H:P] [--gpu-memory-budget=BYTES] [--lookups-only] [--lookup-batches=1,64] [--lookup-clients=1,8,64]\n",
+    std::fprintf(stderr, "usage: %s [--seconds=S] [--reps=N] [--chunk-bytes=B] [--target=H:P] [--gpu-memory-budget=BYTES] [--lookups-only] [--lookup-batches=1,64] [--lookup-clients=1,8,64] [--lookup-engines] [--engine-spin-us=US]\n",
                  argv[0]);
     return false;
   }
@@ -141,7 +159,29 @@ LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
   std::atomic<uint64_t> hits{0};
   std::atomic<bool> go{false};
   std::vector<std::unique_ptr<client::Client>> conns;
-  for (int i = 0; i < clients; ++i) conns.push_back(Connect(f, target));
+  std::vector<std::unique_ptr<client::AttachedEngine>> engines;
+  for (int i = 0; i < clients; ++i) {
+    if (!f.lookup_engines) {
+      conns.push_back(Connect(f, target));
+      continue;
+    }
+    client::ClientOptions o;
+    o.target = target;
+    client::AttachOptions attach;
+    attach.transports = {client::Transport::kInline};
+    attach.channel_spin = f.engine_spin;
+    absl::StatusOr<std::unique_ptr<client::AttachedEngine>> e =
+        client::AttachedEngine::Attach(o, {.name = absl::StrCat("bench-", i)}, attach);
+    if (!e.ok()) Die("attach", e.status());
+    engines.push_back(std::move(e).value());
+  }
+  // One call of client i: one lookup or a batch.
+  const auto lookup = [&](int i, const client::LookupRequest& q) {
+    return f.lookup_engines ? engines[i]->Lookup(q) : conns[i]->Lookup(q);
+  };
+  const auto lookup_batch = [&](int i, std::span<const client::LookupRequest> q) {
+    return f.lookup_engines ? engines[i]->LookupBatch(q) : conns[i]->LookupBatch(q);
+  };
   std::vector<std::thread> threads;
   const auto duration = std::chrono::duration<double>(f.seconds);
   Clock::time_point start;
@@ -155,14 +195,14 @@ LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
         for (client::LookupRequest& q : requests) q = {ns, chains[rng() % chains.size()], {}, 0, 256};
         const Clock::time_point t0 = Clock::now();
         if (batch == 1) {
-          absl::StatusOr<client::LookupResult> r = conns[i]->Lookup(requests[0]);
+          absl::StatusOr<client::LookupResult> r = lookup(i, requests[0]);
           latencies[i].push_back(Seconds(Clock::now() - t0) * 1e6);
           if (!r.ok()) Die("lookup", r.status());
           if (r->hit) ++hits;
           continue;
         }
         absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> r =
-            conns[i]->LookupBatch(requests);
+            lookup_batch(i, requests);
         latencies[i].push_back(Seconds(Clock::now() - t0) * 1e6);
         if (!r.ok()) Die("lookup batch", r.status());
         for (const absl::StatusOr<client::LookupResult>& one : *r) {
@@ -359,8 +399,10 @@ int Main(int argc, char** argv) {
   std::printf("leapcache service benchmark (%s server, %u hardware threads, chunk %zu B)\n\n",
               server != nullptr ? "in-process" : "external", std::thread::hardware_concurrency(),
               f.chunk_bytes);
-  std::printf("Lookup, 32-block chains (checkpoints every 8 blocks), %.0f s per row\n\n",
-              f.seconds);
+  std::printf("Lookup, 32-block chains (checkpoints every 8 blocks), %.0f s per row, %s\n\n",
+              f.seconds,
+              f.lookup_engines ? "attached engines (transfer channels where the server is local)"
+                               : "clients (StateCache RPCs)");
   std::printf(
       "| lookups per call | clients | lookups/s | calls/s | call p50 us | call p99 us | hit rate |\n"
       "|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -7,7 +7,17 @@
 namespace leapcache::server {
 namespace {
 
-const char* OpLabel(TransferOp op) { return op == TransferOp::kGet ? "get" : "put"; }
+const char* OpLabel(TransferOp op) {
+  switch (op) {
+    case TransferOp::kGet:
+      return "get";
+    case TransferOp::kPut:
+      return "put";
+    case TransferOp::kLookup:
+      return "lookup";
+  }
+  return "unknown";
+}
 
 // The phases each op has: a get lists device blobs, a put commits.
 std::vector<TransferPhase> PhasesOf(TransferOp op) {
@@ -43,7 +53,8 @@ DataPlaneMetrics::DataPlaneMetrics(metrics::Registry* registry)
                     .Add({})),
       channel_transfers_(registry->AddCounter(
           "leapcache_data_plane_channel_transfers_total",
-          "Data-plane transfers that came through a transfer channel, by op.")),
+          "Data-plane transfers (and lookup batches) that came through a transfer channel, by "
+          "op.")),
       channel_seconds_(registry->AddHistogram(
           "leapcache_data_plane_channel_transfer_seconds",
           "Time of a transfer through a channel on the service, request taken to reply written.",
@@ -58,6 +69,8 @@ DataPlaneMetrics::DataPlaneMetrics(metrics::Registry* registry)
       phase_.Add({{"op", OpLabel(op)}, {"phase", TransferPhaseName(p)}});
     }
   }
+  channel_transfers_.Add({{"op", OpLabel(TransferOp::kLookup)}});
+  channel_seconds_.Add({{"op", OpLabel(TransferOp::kLookup)}});
 }
 
 void DataPlaneMetrics::Record(TransferOp op, const absl::Status& status,

@@ -25,7 +25,8 @@
 
 namespace leapcache::server {
 
-enum class TransferOp { kGet, kPut };
+// kLookup: a lookup batch through a transfer channel (RecordChannel only: it has no phases).
+enum class TransferOp { kGet, kPut, kLookup };
 
 class DataPlaneMetrics {
  public:

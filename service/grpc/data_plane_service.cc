@@ -13,6 +13,7 @@
 #include "base/shm_mailbox.h"
 #include "base/status_macros.h"
 #include "service/grpc/grpc_status.h"
+#include "service/grpc/lookup_answer.h"
 #include "service/grpc/proto_convert.h"
 
 namespace leapcache::server {
@@ -230,13 +231,27 @@ void DataPlaneService::AnswerChannelRequest(const DataPlaneCall& open, uint64_t 
         st = q.put().session_id() != session_id ? misdirected(q.put().session_id())
                                                 : RunPut(call, q.put(), r.mutable_put());
         break;
+      case v1::TransferChannelRequest::kLookups:
+        op = TransferOp::kLookup;
+        st = AnswerLookupBatch(*auth_, *store_, std::string(open.caller), q.lookups(),
+                               r.mutable_lookups());
+        break;
       default:
-        st = absl::InvalidArgumentError("a transfer channel request names neither get nor put");
+        st = absl::InvalidArgumentError(
+            "a transfer channel request names neither get, put nor lookups");
     }
+  }
+  const size_t capacity = channels_.mailbox.capacity;
+  if (st.ok() && r.ByteSizeLong() > capacity) {
+    // Only lookups' answers grow with the request (many refused lookups, each with its message).
+    st = absl::ResourceExhaustedError(
+        absl::StrCat("the answer takes ", r.ByteSizeLong(), " bytes; the channel holds ", capacity,
+                     ": send fewer lookups, or send them over LookupBatch"));
   }
   if (!st.ok()) {
     r.clear_get();
     r.clear_put();
+    r.clear_lookups();
   }
   r.set_code(static_cast<int32_t>(st.code()));
   r.set_message(std::string(st.message().substr(0, 4096)));  // fits any capacity

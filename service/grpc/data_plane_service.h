@@ -40,8 +40,9 @@ struct TransferChannelOptions {
 
 class DataPlaneService final : public v1::DataPlane::Service {
  public:
-  // Every pointer must outlive the service; `metrics` may be null.
-  DataPlaneService(DataPlane* plane, const core::CheckpointStore* store, const Authorizer* auth,
+  // Every pointer must outlive the service; `metrics` may be null. `store` answers the lookups
+  // that come through transfer channels.
+  DataPlaneService(DataPlane* plane, core::CheckpointStore* store, const Authorizer* auth,
                    DataPlaneMetrics* metrics = nullptr, const TransferChannelOptions& channels = {})
       : plane_(plane), store_(store), auth_(auth), metrics_(metrics), channels_(channels) {}
 
@@ -78,7 +79,7 @@ class DataPlaneService final : public v1::DataPlane::Service {
                       v1::TransferPutResponse* response);
 
   DataPlane* const plane_;
-  const core::CheckpointStore* const store_;
+  core::CheckpointStore* const store_;
   const Authorizer* const auth_;
   DataPlaneMetrics* const metrics_;
   const TransferChannelOptions channels_;

@@ -20,33 +20,11 @@
 #include "service/facade/checkpoint_reader.h"
 #include "service/facade/namespace_fingerprint.h"
 #include "service/grpc/grpc_status.h"
+#include "service/grpc/lookup_answer.h"
 #include "service/grpc/proto_convert.h"
 
 namespace leapcache::server {
 namespace {
-
-// One lookup for `caller` (authenticated already), answered into `response`.
-absl::Status LookupFor(const Authorizer& auth, core::CheckpointStore& store,
-                       const std::string& caller, const v1::LookupRequest& request,
-                       v1::LookupResponse* response) {
-  LC_RETURN_IF_ERROR(auth.Namespace(caller, request.namespace_id()));
-  LC_RETURN_IF_ERROR(store.CheckNamespaceTag(request.namespace_id(), request.namespace_tag()));
-  LC_ASSIGN_OR_RETURN(const std::vector<core::BlockHash> chain, ChainFromProto(request.chain()));
-  core::LookupRequest q;
-  q.ns = request.namespace_id();
-  q.chain = chain;
-  LC_ASSIGN_OR_RETURN(q.heads, ResolveHeads(store, q.ns, request.has_heads(), request.heads()));
-  // Larger than any chain: "no cap" in effect, and the core reports a bad chain itself.
-  q.max_depth = static_cast<int>(std::min<uint32_t>(request.max_depth(), core::kMaxChainBlocks));
-  q.block_tokens = request.block_tokens();
-  LC_ASSIGN_OR_RETURN(const core::LookupResult result, store.Lookup(q));
-  response->set_hit(result.hit);
-  if (result.hit) {
-    response->set_index(static_cast<uint32_t>(result.index));
-    PositionToProto(result.position, response->mutable_position());
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<PutTicket> DoReserve(core::CheckpointStore& store, PutPipeline& puts,
                                     const v1::ReservePutRequest& request) {
@@ -121,7 +99,7 @@ grpc::Status StateCacheService::AnswerLookup(const grpc::ServerContextBase& cont
                                              v1::LookupResponse* response) const {
   absl::StatusOr<std::string> caller = auth_->Caller(context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return ToGrpcStatus(LookupFor(*auth_, *store_, *caller, request, response));
+  return ToGrpcStatus(server::AnswerLookup(*auth_, *store_, *caller, request, response));
 }
 
 grpc::Status StateCacheService::AnswerLookupBatch(const grpc::ServerContextBase& context,
@@ -129,22 +107,7 @@ grpc::Status StateCacheService::AnswerLookupBatch(const grpc::ServerContextBase&
                                                   v1::LookupBatchResponse* response) const {
   absl::StatusOr<std::string> caller = auth_->Caller(context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  const int n = request.lookups_size();
-  if (n < 1 || n > kMaxLookupBatch) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "lookups: ", n, " lookups; a batch holds 1..", kMaxLookupBatch)));
-  }
-  response->mutable_results()->Reserve(n);
-  for (const v1::LookupRequest& lookup : request.lookups()) {
-    v1::LookupBatchResult* result = response->add_results();
-    const absl::Status st = LookupFor(*auth_, *store_, *caller, lookup, result->mutable_lookup());
-    if (!st.ok()) {
-      result->clear_lookup();
-      result->set_code(static_cast<int32_t>(st.code()));
-      result->set_message(std::string(st.message()));
-    }
-  }
-  return grpc::Status::OK;
+  return ToGrpcStatus(server::AnswerLookupBatch(*auth_, *store_, *caller, request, response));
 }
 
 grpc::ServerUnaryReactor* StateCacheService::Lookup(grpc::CallbackServerContext* context,

@@ -32,9 +32,6 @@ struct ServiceLimits {
 // The largest UploadPut chunk accepted: chunk_bytes, or one dense state where a state is larger
 // (ReservePut advertises whole states to dense puts; the largest is 256 x 256 fp32). Larger
 // chunks end the stream with INVALID_ARGUMENT.
-// Lookups one LookupBatch may carry (state_cache.proto).
-inline constexpr int kMaxLookupBatch = 4096;
-
 inline uint64_t MaxUploadChunkBytes(const ServiceLimits& limits) {
   return std::max<uint64_t>(limits.chunk_bytes, 256 * 256 * 4);
 }

@@ -141,7 +141,14 @@ class AttachedEngine {
   absl::Status PutFrom(const PutTarget& target, const std::optional<DenseEncoding>& dense,
                        BufferId buffer, uint64_t offset, uint64_t length);
 
-  // Whether the last GetInto or PutFrom went through a transfer channel.
+  // Client::LookupBatch's answers (and Lookup's, a batch of one), through the session's
+  // transfer channel when it has one and the batch and its answers fit the mailbox (a lookup
+  // then costs microseconds, not a loopback RPC), else over the RPC.
+  absl::StatusOr<std::vector<absl::StatusOr<LookupResult>>> LookupBatch(
+      std::span<const LookupRequest> requests);
+  absl::StatusOr<LookupResult> Lookup(const LookupRequest& request);
+
+  // Whether the last GetInto, PutFrom or lookup went through a transfer channel.
   bool transferring_through_channel() const;
 
   // Ends the session now. Later transfers fail with FAILED_PRECONDITION.

@@ -1,8 +1,9 @@
 // Transfer channels (data_plane.proto, OpenTransferChannel) against the real server: an engine
 // on the server's host moves its gets and puts through the shared-memory mailbox instead of the
 // Transfer RPCs, byte for byte the same; garbled, misdirected and failing requests get their
-// status and keep the channel; closing or losing the session, or killing the engine, ends the
-// channel; a server with channels off keeps engines on the RPCs.
+// status and keep the channel; an engine's lookups go through it too, answered as LookupBatch
+// answers them (over the RPC when they do not fit the mailbox); closing or losing the session,
+// or killing the engine, ends the channel; a server with channels off keeps engines on the RPCs.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -144,6 +145,75 @@ TEST_F(TransferChannelTest, GetsAndPutsGoThroughTheChannelByteExact) {
             absl::Seconds(10));
 }
 
+TEST_F(TransferChannelTest, LookupsGoThroughTheChannelAsLookupBatchAnswersThem) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-channel-lookup", 1, 2, 16);
+  const client::NamespaceInfo ns = Register(spec);
+  auto engine = Attach(TransferChannel::kAuto);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<uint32_t> tokens(16 * 8);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(i * 7 + 1);
+  absl::StatusOr<std::vector<client::BlockHash>> chain = client::ChainHashes(tokens, 16);
+  ASSERT_TRUE(chain.ok());
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 5));
+  ASSERT_TRUE(client_->PutCompact({ns.id, (*chain)[4], {80, 5}, {}, {}}, blobs).ok());
+  const std::vector<client::BlockHash> other(chain->begin() + 1, chain->end());
+  const std::vector<client::BlockHash> empty;
+  const std::vector<client::LookupRequest> batch = {
+      {ns.id, *chain, {}, 0, 16},       // hit at 4
+      {ns.id, *chain, {}, 3, 16},       // capped: miss
+      {ns.id, other, {}, 0, 16},        // shifted: miss
+      {ns.id, empty, {}, 0, 16},        // INVALID_ARGUMENT
+      {ns.id + 1000, *chain, {}, 0, 16}  // NOT_FOUND
+  };
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> got =
+      (*engine)->LookupBatch(batch);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE((*engine)->transferring_through_channel());
+  ASSERT_EQ(got->size(), batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const absl::StatusOr<client::LookupResult> alone = client_->Lookup(batch[i]);
+    ASSERT_EQ((*got)[i].status(), alone.status()) << i;
+    if (!alone.ok()) continue;
+    EXPECT_EQ((*got)[i]->hit, alone->hit) << i;
+    EXPECT_EQ((*got)[i]->index, alone->index) << i;
+    EXPECT_EQ((*got)[i]->position.tokens, alone->position.tokens) << i;
+  }
+  EXPECT_EQ((*got)[0]->index, 4);
+  absl::StatusOr<client::LookupResult> one = (*engine)->Lookup(batch[0]);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->index, 4);
+  EXPECT_TRUE((*engine)->transferring_through_channel());
+  EXPECT_EQ(Metric("leapcache_data_plane_channel_transfers_total", {"op=\"lookup\""}), 2);
+  EXPECT_LE(Metric("leapcache_rpcs_total", {"method=\"StateCache/LookupBatch\""}), 0);
+
+  // A batch larger than the mailbox goes over LookupBatch, answered the same.
+  const std::vector<client::LookupRequest> large(2048, batch[0]);
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> by_rpc =
+      (*engine)->LookupBatch(large);
+  ASSERT_TRUE(by_rpc.ok()) << by_rpc.status();
+  EXPECT_FALSE((*engine)->transferring_through_channel());
+  ASSERT_EQ(by_rpc->size(), large.size());
+  for (const auto& r : *by_rpc) EXPECT_EQ(r->index, 4);
+  EXPECT_EQ(Metric("leapcache_rpcs_total", {"method=\"StateCache/LookupBatch\"", "code=\"OK\""}),
+            1);
+  // A small batch whose answers (each a refusal with its message) outgrow the mailbox: the
+  // channel answers RESOURCE_EXHAUSTED, and the engine asks over LookupBatch.
+  const std::vector<client::LookupRequest> refused(4096, batch[3]);
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> all_refused =
+      (*engine)->LookupBatch(refused);
+  ASSERT_TRUE(all_refused.ok()) << all_refused.status();
+  EXPECT_FALSE((*engine)->transferring_through_channel());
+  for (const auto& r : *all_refused) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  EXPECT_EQ(Metric("leapcache_rpcs_total", {"method=\"StateCache/LookupBatch\"", "code=\"OK\""}),
+            2);
+  // The channel stayed open: the next small batch goes through it again.
+  ASSERT_TRUE((*engine)->LookupBatch(batch).ok());
+  EXPECT_TRUE((*engine)->transferring_through_channel());
+  EXPECT_EQ(Metric("leapcache_data_plane_transfer_channels"), 1);
+}
+
 TEST_F(TransferChannelTest, RpcModeKeepsToTheRpcs) {
   const client::NamespaceSpec spec = SmallNamespace("tenant-rpc", 1, 2, 16);
   const client::NamespaceInfo ns = Register(spec);
@@ -158,6 +228,13 @@ TEST_F(TransferChannelTest, RpcModeKeepsToTheRpcs) {
   EXPECT_FALSE((*engine)->transferring_through_channel());
   EXPECT_EQ(Metric("leapcache_rpcs_total", {"method=\"DataPlane/TransferGet\"", "code=\"OK\""}), 1);
   EXPECT_EQ(Metric("leapcache_rpcs_total", {"method=\"DataPlane/TransferPut\"", "code=\"OK\""}), 1);
+  const client::BlockHash key = TestHash(1);
+  absl::StatusOr<client::LookupResult> hit = (*engine)->Lookup({ns.id, std::span(&key, 1), {}, 0, 16});
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_TRUE(hit->hit);
+  EXPECT_FALSE((*engine)->transferring_through_channel());
+  EXPECT_EQ(Metric("leapcache_rpcs_total", {"method=\"StateCache/LookupBatch\"", "code=\"OK\""}),
+            1);
   EXPECT_EQ(Metric("leapcache_data_plane_transfer_channels"), 0);
 }
 
@@ -228,7 +305,7 @@ TEST_F(TransferChannelTest, MisdirectedAndGarbledRequestsGetTheirStatus) {
   v1::TransferChannelRequest q;
   r = ask(q.SerializeAsString());
   EXPECT_EQ(r.code(), code(absl::StatusCode::kInvalidArgument)) << r.message();
-  EXPECT_NE(r.message().find("neither get nor put"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("neither get, put nor lookups"), std::string::npos) << r.message();
 
   v1::TransferGetRequest* get = q.mutable_get();
   get->set_session_id(id + 1);

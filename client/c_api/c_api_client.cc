@@ -130,51 +130,10 @@ int leapcache_lookup(leapcache_client* client, uint32_t namespace_id, const uint
 int leapcache_lookup_batch(leapcache_client* client, const leapcache_lookup_request* requests,
                            size_t n, leapcache_lookup_result* results, int32_t* codes) {
   return Guard([&] {
-    leapcache::c_api::ClearBatchErrors();
     if (absl::Status st = CheckNotNull(client, "client"); !st.ok()) return Fail(st);
-    if (n > 0) {
-      for (const auto& [p, what] : {std::pair<const void*, const char*>{requests, "requests"},
-                                    {results, "results"},
-                                    {codes, "codes"}}) {
-        if (absl::Status st = CheckNotNull(p, what); !st.ok()) return Fail(st);
-      }
-    }
-    std::vector<lc::LookupRequest> batch(n);
-    for (size_t i = 0; i < n; ++i) {
-      const leapcache_lookup_request& r = requests[i];
-      const std::string what = absl::StrCat("requests[", i, "]");
-      if (absl::Status st = CheckStruct(&r, what.c_str()); !st.ok()) return Fail(st);
-      const std::string out = absl::StrCat("results[", i, "]");
-      if (absl::Status st = CheckStruct(&results[i], out.c_str()); !st.ok()) return Fail(st);
-      if (r.chain == nullptr && r.chain_len > 0) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(what, ".chain is NULL")));
-      }
-      batch[i].namespace_id = r.namespace_id;
-      batch[i].chain = std::span<const lc::BlockHash>(
-          reinterpret_cast<const lc::BlockHash*>(r.chain), r.chain_len);
-      batch[i].heads = leapcache::c_api::ToHeads(r.heads);
-      batch[i].max_depth = r.max_depth;
-      batch[i].block_tokens = r.block_tokens;
-    }
-    absl::StatusOr<std::vector<absl::StatusOr<lc::LookupResult>>> answers =
-        client->client->LookupBatch(batch);
-    if (!answers.ok()) return Fail(answers.status());
-    for (size_t i = 0; i < n; ++i) {
-      leapcache_lookup_result res{};
-      res.struct_size = sizeof(res);
-      res.index = -1;
-      const absl::StatusOr<lc::LookupResult>& a = (*answers)[i];
-      codes[i] = static_cast<int32_t>(a.status().code());
-      if (a.ok()) {
-        res.hit = a->hit ? 1 : 0;
-        res.index = a->hit ? a->index : -1;
-        res.position = {a->position.tokens, a->position.blocks};
-      } else {
-        leapcache::c_api::SetBatchError(i, a.status().message());
-      }
-      results[i] = res;
-    }
-    return 0;
+    return leapcache::c_api::LookupBatch(
+        requests, n, results, codes,
+        [&](std::span<const lc::LookupRequest> q) { return client->client->LookupBatch(q); });
   });
 }
 

@@ -88,6 +88,17 @@ int leapcache_engine_release_buffer(leapcache_engine* engine, uint64_t buffer_id
   });
 }
 
+int leapcache_engine_lookup_batch(leapcache_engine* engine,
+                                  const leapcache_lookup_request* requests, size_t n,
+                                  leapcache_lookup_result* results, int32_t* codes) {
+  return Guard([&] {
+    if (absl::Status st = CheckNotNull(engine, "engine"); !st.ok()) return Fail(st);
+    return leapcache::c_api::LookupBatch(
+        requests, n, results, codes,
+        [&](std::span<const lc::LookupRequest> q) { return engine->engine->LookupBatch(q); });
+  });
+}
+
 int leapcache_engine_get_into(leapcache_engine* engine, uint32_t namespace_id,
                               const uint8_t* hash, const leapcache_head_range* heads,
                               const leapcache_encoding* encoding, uint64_t buffer_id,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -104,6 +105,57 @@ absl::StatusOr<client::PutTarget> ToPutTarget(const leapcache_put_target* t) {
 
 leapcache_storage_format FromFormat(const client::StorageFormat& f) {
   return {static_cast<int32_t>(f.codec), f.bits, f.p, f.r, f.smoothing ? 1 : 0};
+}
+
+int LookupBatch(
+    const leapcache_lookup_request* requests, size_t n, leapcache_lookup_result* results,
+    int32_t* codes,
+    const std::function<absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>>(
+        std::span<const client::LookupRequest>)>& call) {
+  ClearBatchErrors();
+  if (n > 0) {
+    for (const auto& [p, what] : {std::pair<const void*, const char*>{requests, "requests"},
+                                  {results, "results"},
+                                  {codes, "codes"}}) {
+      if (absl::Status st = CheckNotNull(p, what); !st.ok()) return Fail(st);
+    }
+  }
+  std::vector<client::LookupRequest> batch(n);
+  for (size_t i = 0; i < n; ++i) {
+    const leapcache_lookup_request& r = requests[i];
+    const std::string what = absl::StrCat("requests[", i, "]");
+    if (absl::Status st = CheckStruct(&r, what.c_str()); !st.ok()) return Fail(st);
+    const std::string out = absl::StrCat("results[", i, "]");
+    if (absl::Status st = CheckStruct(&results[i], out.c_str()); !st.ok()) return Fail(st);
+    if (r.chain == nullptr && r.chain_len > 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(what, ".chain is NULL")));
+    }
+    batch[i].namespace_id = r.namespace_id;
+    // BlockHash is a byte array, so n * 32 contiguous bytes are n hashes.
+    batch[i].chain = std::span<const client::BlockHash>(
+        reinterpret_cast<const client::BlockHash*>(r.chain), r.chain_len);
+    batch[i].heads = ToHeads(r.heads);
+    batch[i].max_depth = r.max_depth;
+    batch[i].block_tokens = r.block_tokens;
+  }
+  absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>> answers = call(batch);
+  if (!answers.ok()) return Fail(answers.status());
+  for (size_t i = 0; i < n; ++i) {
+    leapcache_lookup_result res{};
+    res.struct_size = sizeof(res);
+    res.index = -1;
+    const absl::StatusOr<client::LookupResult>& a = (*answers)[i];
+    codes[i] = static_cast<int32_t>(a.status().code());
+    if (a.ok()) {
+      res.hit = a->hit ? 1 : 0;
+      res.index = a->hit ? a->index : -1;
+      res.position = {a->position.tokens, a->position.blocks};
+    } else {
+      SetBatchError(i, a.status().message());
+    }
+    results[i] = res;
+  }
+  return 0;
 }
 
 }  // namespace leapcache::c_api

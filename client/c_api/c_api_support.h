@@ -6,6 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
 #include <exception>
 #include <memory>
 #include <new>
@@ -40,6 +43,14 @@ const char* LastError();
 void ClearBatchErrors();
 void SetBatchError(size_t i, absl::string_view message);
 const char* BatchError(size_t i);
+
+// leapcache_lookup_batch and leapcache_engine_lookup_batch: the arguments checked, the batch
+// answered by `call`, each result or code (and message) written back.
+int LookupBatch(
+    const leapcache_lookup_request* requests, size_t n, leapcache_lookup_result* results,
+    int32_t* codes,
+    const std::function<absl::StatusOr<std::vector<absl::StatusOr<client::LookupResult>>>(
+        std::span<const client::LookupRequest>)>& call);
 
 // Records `status` as this thread's last error and returns its code (0 for OK).
 int Fail(const absl::Status& status);

@@ -356,6 +356,12 @@ int leapcache_engine_register_buffer(leapcache_engine* engine, void* ptr, uint64
 int leapcache_engine_release_buffer(leapcache_engine* engine, uint64_t buffer_id);
 /* Writes the checkpoint at `offset` of the registered buffer; OUT_OF_RANGE if it does not fit.
  * The buffer must stay untouched while the call runs. */
+/* leapcache_lookup_batch through the engine's session: its transfer channel when the service is
+ * on this host and the batch and its answers fit the mailbox (microseconds a lookup), else the
+ * RPC. Results, codes and leapcache_batch_error as leapcache_lookup_batch's. */
+int leapcache_engine_lookup_batch(leapcache_engine* engine,
+                                  const leapcache_lookup_request* requests, size_t n,
+                                  leapcache_lookup_result* results, int32_t* codes);
 int leapcache_engine_get_into(leapcache_engine* engine, uint32_t namespace_id,
                               const uint8_t* hash, const leapcache_head_range* heads,
                               const leapcache_encoding* encoding, uint64_t buffer_id,

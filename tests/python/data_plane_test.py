@@ -57,6 +57,29 @@ def test_round_trip_through_registered_views(client, tenant, transport):
         assert client.lookup(ns, chain).index == 2
 
 
+def test_engine_lookups_answer_as_the_client(client, tenant):
+    with attach(client, "inline", "engine-lookups") as engine:
+        ns = register(engine.client, tenant)
+        chain = leapcache.chain_hashes(list(range(16 * 4)), 16, salt=tenant)
+        other = leapcache.chain_hashes(list(range(16 * 4)), 16, salt=tenant + "-other")
+        states = np.random.default_rng(5).standard_normal(ns.state_shape()).astype(np.float32)
+        client.put_from(ns, chain[2], states)
+        chains = [chain, other, chain, []]
+        got = engine.lookup_batch(ns, chains, max_depth=[0, 0, 2, 0])
+        want = client.lookup_batch(ns, chains, max_depth=[0, 0, 2, 0])
+        summary = [(r.hit, r.index, r.tokens) for r in got[:3]]
+        assert summary == [(r.hit, r.index, r.tokens) for r in want[:3]]
+        assert summary == [(True, 2, 48), (False, -1, 0), (False, -1, 0)]
+        assert got[0].key == chain[2] and not got[1] and not got[2]
+        assert isinstance(got[3], leapcache.InvalidArgumentError) and \
+            type(want[3]) is type(got[3]) and str(want[3]) == str(got[3])
+        assert engine.lookup(ns, chain).index == 2
+        with pytest.raises(leapcache.InvalidArgumentError):
+            engine.lookup(ns, [])
+        with pytest.raises(ValueError):
+            engine.lookup_batch(ns, [])
+
+
 def test_transfer_checks(client, tenant):
     with client.attach("checks", transports=("inline",)) as engine:
         ns = register(engine.client, tenant)

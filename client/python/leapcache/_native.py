@@ -211,6 +211,8 @@ _PROTOTYPES = {
     "leapcache_lookup_batch": (c_int, [_CLIENT, POINTER(LookupRequest), c_size_t,
                                        POINTER(LookupResult), POINTER(c_int32)]),
     "leapcache_batch_error": (c_char_p, [c_size_t]),
+    "leapcache_engine_lookup_batch": (c_int, [_ENGINE, POINTER(LookupRequest), c_size_t,
+                                              POINTER(LookupResult), POINTER(c_int32)]),
     "leapcache_get_into": (c_int, [_CLIENT, c_uint32, c_void_p, POINTER(HeadRange),
                                    POINTER(Encoding), c_void_p, c_uint64,
                                    POINTER(CheckpointInfo)]),

@@ -43,6 +43,65 @@ def _per_item(values, n: int, name: str) -> list:
     return list(values)
 
 
+def _lookup_batch(handle, call, namespace, chains, heads, max_depth, block_tokens
+                  ) -> List[Union[LookupResult, LeapcacheError]]:
+    """Client.lookup_batch's body, for any C entry point of leapcache_lookup_batch's shape
+    (`call`, on `handle`'s native pointer): checks, the call, each result or error."""
+    ns = _checks.namespace(namespace)
+    h = _checks.heads(ns, heads)
+    if not 1 <= len(chains) <= 4096:
+        raise ValueError(f"a batch holds 1..4096 chains, got {len(chains)}")
+    depths = [max_depth] * len(chains) if isinstance(max_depth, int) else list(max_depth)
+    if len(depths) != len(chains):
+        raise ValueError(f"{len(chains)} chains but {len(depths)} max_depth values")
+    hr = _checks.head_range(h)
+    items = []
+    for i, (chain, depth) in enumerate(zip(chains, depths)):
+        keys = [key_bytes(k, f"chains[{i}][{j}]") for j, k in enumerate(chain)]
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+            raise ValueError(f"max_depth[{i}] must be an int >= 0, got {depth!r}")
+        tokens = block_tokens
+        if tokens is None:
+            first = chain[0] if len(chain) else None
+            tokens = getattr(first, "block_tokens", None) or 0
+        items.append((chain, keys, b"".join(keys), depth, tokens))
+    n = len(items)
+    requests = (_native.LookupRequest * n)()
+    results = (_native.LookupResult * n)()
+    codes = (ctypes.c_int32 * n)()
+    buffers = []  # keeps each chain's bytes alive through the call
+    for i, (_, keys, raw, depth, tokens) in enumerate(items):
+        buf = ctypes.create_string_buffer(raw, len(raw)) if raw else None
+        buffers.append(buf)
+        r = requests[i]
+        r.struct_size = ctypes.sizeof(_native.LookupRequest)
+        r.namespace_id = ns.id
+        r.chain = ctypes.cast(buf, ctypes.c_void_p) if buf is not None else None
+        r.chain_len = len(keys)
+        r.heads = ctypes.pointer(hr) if hr else None
+        r.max_depth = depth
+        r.block_tokens = tokens
+        results[i].struct_size = ctypes.sizeof(_native.LookupResult)
+    with handle.use() as c:
+        _check(call(c, requests, n, results, codes))
+        messages = [_native.batch_error(i) if codes[i] != 0 else "" for i in range(n)]
+    out: List[Union[LookupResult, LeapcacheError]] = []
+    for i, (chain, keys, _, _, tokens) in enumerate(items):
+        if codes[i] != 0:
+            out.append(error_for(codes[i], messages[i]))
+            continue
+        res = results[i]
+        if not res.hit:
+            out.append(LookupResult(hit=False))
+            continue
+        hit = chain[res.index]
+        key = hit if isinstance(hit, BlockKey) else BlockKey(keys[res.index], res.position.blocks,
+                                                            tokens or None)
+        out.append(LookupResult(hit=True, index=res.index, key=key, tokens=res.position.tokens,
+                                blocks=res.position.blocks))
+    return out
+
+
 def _seconds_ms(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"{name} must be positive seconds, got {value!r}")
@@ -281,60 +340,8 @@ class Client:
         argument is checked before the call (TypeError/ValueError, nothing sent); then each
         item's result is its LookupResult or the LeapcacheError that lookup alone would have
         raised, in order."""
-        ns = _checks.namespace(namespace)
-        h = _checks.heads(ns, heads)
-        if not 1 <= len(chains) <= 4096:
-            raise ValueError(f"a batch holds 1..4096 chains, got {len(chains)}")
-        depths = [max_depth] * len(chains) if isinstance(max_depth, int) else list(max_depth)
-        if len(depths) != len(chains):
-            raise ValueError(f"{len(chains)} chains but {len(depths)} max_depth values")
-        hr = _checks.head_range(h)
-        items = []
-        for i, (chain, depth) in enumerate(zip(chains, depths)):
-            keys = [key_bytes(k, f"chains[{i}][{j}]") for j, k in enumerate(chain)]
-            if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-                raise ValueError(f"max_depth[{i}] must be an int >= 0, got {depth!r}")
-            tokens = block_tokens
-            if tokens is None:
-                first = chain[0] if len(chain) else None
-                tokens = getattr(first, "block_tokens", None) or 0
-            items.append((chain, keys, b"".join(keys), depth, tokens))
-        n = len(items)
-        requests = (_native.LookupRequest * n)()
-        results = (_native.LookupResult * n)()
-        codes = (ctypes.c_int32 * n)()
-        buffers = []  # keeps each chain's bytes alive through the call
-        for i, (_, keys, raw, depth, tokens) in enumerate(items):
-            buf = ctypes.create_string_buffer(raw, len(raw)) if raw else None
-            buffers.append(buf)
-            r = requests[i]
-            r.struct_size = ctypes.sizeof(_native.LookupRequest)
-            r.namespace_id = ns.id
-            r.chain = ctypes.cast(buf, ctypes.c_void_p) if buf is not None else None
-            r.chain_len = len(keys)
-            r.heads = ctypes.pointer(hr) if hr else None
-            r.max_depth = depth
-            r.block_tokens = tokens
-            results[i].struct_size = ctypes.sizeof(_native.LookupResult)
-        with self._handle.use() as c:
-            _check(_native.lib().leapcache_lookup_batch(c, requests, n, results, codes))
-            messages = [_native.batch_error(i) if codes[i] != 0 else "" for i in range(n)]
-        out: List[Union[LookupResult, LeapcacheError]] = []
-        for i, (chain, keys, _, _, tokens) in enumerate(items):
-            if codes[i] != 0:
-                out.append(error_for(codes[i], messages[i]))
-                continue
-            res = results[i]
-            if not res.hit:
-                out.append(LookupResult(hit=False))
-                continue
-            hit = chain[res.index]
-            key = hit if isinstance(hit, BlockKey) else BlockKey(keys[res.index],
-                                                                res.position.blocks,
-                                                                tokens or None)
-            out.append(LookupResult(hit=True, index=res.index, key=key,
-                                    tokens=res.position.tokens, blocks=res.position.blocks))
-        return out
+        return _lookup_batch(self._handle, _native.lib().leapcache_lookup_batch, namespace,
+                             chains, heads, max_depth, block_tokens)
 
     # ---- gets and puts ----
 

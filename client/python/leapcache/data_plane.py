@@ -25,10 +25,10 @@ from typing import Dict, List, Optional, Sequence, Union
 from . import _checks, _native, _side
 from ._handle import Handle
 from .arrays import inspect
-from .client import Client, _check, _Options, _per_item, _text
+from .client import Client, _check, _lookup_batch, _Options, _per_item, _text
 from .errors import ClientClosedError, LeapcacheError
 from .hashing import key_bytes
-from .types import TRANSPORTS, CheckpointInfo, Namespace, name_of
+from .types import TRANSPORTS, CheckpointInfo, LookupResult, Namespace, name_of
 
 _MEMORY = {"cpu": 1, "cuda": 2}
 
@@ -167,6 +167,28 @@ class Engine:
                          "that holds it first")
 
     # ---- transfers ----
+
+    def lookup_batch(self, namespace: Namespace, chains: Sequence[Sequence[bytes]], *,
+                     heads=None, max_depth: Union[int, Sequence[int]] = 0,
+                     block_tokens: Optional[int] = None
+                     ) -> List[Union[LookupResult, LeapcacheError]]:
+        """Client.lookup_batch through this engine's session: its transfer channel (shared
+        memory, microseconds a lookup) when the service is on this host and the batch fits,
+        else the RPC. Namespaces registered through self.client carry their tag."""
+        return _lookup_batch(self._handle, _native.lib().leapcache_engine_lookup_batch,
+                             namespace, chains, heads, max_depth, block_tokens)
+
+    def lookup(self, namespace: Namespace, chain: Sequence[bytes], *, heads=None,
+               max_depth: int = 0, block_tokens: Optional[int] = None) -> LookupResult:
+        """Client.lookup through this engine's session (as lookup_batch); raises the
+        LeapcacheError of a refused lookup."""
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int):
+            raise ValueError(f"max_depth must be an int >= 0, got {max_depth!r}")
+        result = self.lookup_batch(namespace, [chain], heads=heads, max_depth=max_depth,
+                                   block_tokens=block_tokens)[0]
+        if isinstance(result, LeapcacheError):
+            raise result
+        return result
 
     def get_into(self, namespace: Namespace, key, out, *, heads=None,
                  layout: Optional[str] = None, conv=None, extra=None) -> CheckpointInfo:

@@ -170,8 +170,10 @@ LookupRow BenchLookups(const Flags& f, const std::string& target, uint32_t ns,
     client::AttachOptions attach;
     attach.transports = {client::Transport::kInline};
     attach.channel_spin = f.engine_spin;
+    client::EngineIdentity identity;
+    identity.name = absl::StrCat("bench-", i);
     absl::StatusOr<std::unique_ptr<client::AttachedEngine>> e =
-        client::AttachedEngine::Attach(o, {.name = absl::StrCat("bench-", i)}, attach);
+        client::AttachedEngine::Attach(o, identity, attach);
     if (!e.ok()) Die("attach", e.status());
     engines.push_back(std::move(e).value());
   }

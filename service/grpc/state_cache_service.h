@@ -36,9 +36,9 @@ inline uint64_t MaxUploadChunkBytes(const ServiceLimits& limits) {
   return std::max<uint64_t>(limits.chunk_bytes, 256 * 256 * 4);
 }
 
-// The two lookups are callback methods: they never block, so they run on the thread that read
-// the request instead of being handed to the synchronous server's pool (a thread switch and, under
-// load, a new thread per call: about a third of a lookup's cost over loopback).
+// The two lookups are callback methods: they do no I/O and hold the store's lock only briefly,
+// so they run on the thread that read the request instead of being handed to the synchronous
+// server's pool (a thread switch per call and, under load, new pool threads).
 //
 // The two streams are callback methods, so a stream holds no thread while it waits for its client
 // (a few hundred idle or unread streams once took every thread of the pool), and both are watched

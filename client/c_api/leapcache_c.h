@@ -373,6 +373,115 @@ int leapcache_engine_put_from(leapcache_engine* engine, const leapcache_put_targ
 /* Ends the session now; later transfers fail with FAILED_PRECONDITION. */
 int leapcache_engine_detach(leapcache_engine* engine);
 
+/* ---- Attached decode (decode_session.h) --------------------------------------------------- */
+
+/* The requests' live states stay in the service; the engine sends each linear layer's token
+ * inputs and gets the layer's output. One session is one engine's decode loop: its calls are
+ * serialized by the library. */
+typedef struct leapcache_decode_session leapcache_decode_session;
+
+/* leapcache_decode_options.step_channel: how leapcache_decode_step_in_buffer reaches the
+ * service. */
+enum {
+  LEAPCACHE_STEP_CHANNEL_AUTO = 0,   /* the shared-memory channel where offered, else the stream */
+  LEAPCACHE_STEP_CHANNEL_STREAM = 1, /* always the gRPC Step stream */
+  LEAPCACHE_STEP_CHANNEL_SHM = 2     /* the channel or an error */
+};
+
+typedef struct {
+  uint32_t struct_size;
+  uint32_t namespace_id;
+  /* leapcache_namespace_info.tag: the session is refused (FAILED_PRECONDITION) if namespace_id
+   * has come to name another namespace. 0: not checked. */
+  uint64_t namespace_tag;
+  leapcache_head_range heads; /* (0, 0): all heads */
+  int32_t slots;              /* live states (requests) the session holds, >= 1 */
+  int32_t l2norm_qk;          /* 1: q and k are L2-normalised by the service */
+  float scale;                /* 0: dk^-1/2 */
+  int32_t step_channel;       /* LEAPCACHE_STEP_CHANNEL_* */
+} leapcache_decode_options;
+
+typedef struct {
+  uint32_t struct_size;
+  uint64_t id;
+  int32_t layers;
+  leapcache_head_range heads;
+  int32_t dk;
+  int32_t dv;
+  int32_t kind;         /* LEAPCACHE_KIND_* */
+  char backend[16];     /* "cpu" or "cuda" */
+  uint64_t state_bytes; /* of the session's live states on the service */
+} leapcache_decode_info;
+
+/* Opens a session on the server at options->target. Errors as decode_session.h's Open. */
+int leapcache_decode_open(const leapcache_client_options* options,
+                          const leapcache_decode_options* decode, leapcache_decode_session** out);
+/* Closes the session (errors ignored) and frees it. NULL is ignored. */
+void leapcache_decode_destroy(leapcache_decode_session* session);
+int leapcache_decode_info_get(const leapcache_decode_session* session, leapcache_decode_info* out);
+
+/* Bytes of one step's packed inputs (q, k, v in dtype, then g and beta in fp32) and of its
+ * output, for `batch` requests of the session; 0 for an unknown dtype. */
+uint64_t leapcache_decode_input_bytes(const leapcache_decode_info* info, size_t batch,
+                                      int32_t dtype);
+uint64_t leapcache_decode_output_bytes(const leapcache_decode_info* info, size_t batch,
+                                       int32_t out_dtype);
+
+/* One linear layer's token for `batch` requests, H = the session's heads, host memory:
+ * q, k [batch][H][dk] and v [batch][H][dv] in dtype (LEAPCACHE_DTYPE_FP32 or BF16), g
+ * [batch][H] (GDN) or [batch][H][dk] (KDA) and beta [batch][H] in fp32. slots[i] = -1 is
+ * padding (a zero output). The arrays must hold exactly those sizes. */
+typedef struct {
+  uint32_t struct_size;
+  int32_t layer;
+  const int32_t* slots;
+  size_t batch;
+  int32_t dtype;
+  const void* q;
+  const void* k;
+  const void* v;
+  const float* g;
+  const float* beta;
+  int32_t out_dtype; /* of o */
+} leapcache_decode_step;
+
+/* Steps layer `step->layer` and writes o, [batch][H][dv] in out_dtype, to `o`; INVALID_ARGUMENT
+ * unless o_bytes is exactly its size. */
+int leapcache_decode_step_host(leapcache_decode_session* session, const leapcache_decode_step* step,
+                               void* o, uint64_t o_bytes);
+
+/* The same step with its vectors in a buffer `engine` registered (host or CUDA memory as its
+ * transport takes): the packed inputs (leapcache_decode_input_bytes) at input_offset, o
+ * written at output_offset before the call returns. The engine must be attached to the same
+ * server over ucx, cuda_ipc or nccl. */
+typedef struct {
+  uint32_t struct_size;
+  int32_t layer;
+  const int32_t* slots;
+  size_t batch;
+  int32_t dtype;
+  int32_t out_dtype;
+  uint64_t buffer_id;
+  uint64_t input_offset;
+  uint64_t output_offset;
+} leapcache_decode_buffer_step;
+
+int leapcache_decode_step_in_buffer(leapcache_decode_session* session, leapcache_engine* engine,
+                                    const leapcache_decode_buffer_step* step);
+/* Whether the last leapcache_decode_step_in_buffer went through the shared-memory channel. */
+int32_t leapcache_decode_stepping_through_channel(const leapcache_decode_session* session);
+
+/* Slot `slot` to the zero state (a request starting from scratch). */
+int leapcache_decode_reset(leapcache_decode_session* session, int32_t slot);
+/* Slot `slot` from the checkpoint at hash; its position in *out. NOT_FOUND on a miss. */
+int leapcache_decode_load(leapcache_decode_session* session, int32_t slot, const uint8_t* hash,
+                          leapcache_position* out);
+/* Slot `slot`'s state stored as the checkpoint at hash, at `position`. */
+int leapcache_decode_commit(leapcache_decode_session* session, int32_t slot, const uint8_t* hash,
+                            const leapcache_position* position);
+/* Closes the session now; later calls fail with FAILED_PRECONDITION. */
+int leapcache_decode_close(leapcache_decode_session* session);
+
 #ifdef __cplusplus
 }
 #endif

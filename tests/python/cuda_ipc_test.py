@@ -81,3 +81,34 @@ def test_dense_states_and_conv_states_through_the_cuda_staging_buffer(client, en
     client.get_into(ns, key, host, conv=host_conv)
     assert np.array_equal(host, states.transpose(2, 3).cpu().numpy())
     assert torch.equal(host_conv.view(torch.int16), conv.cpu().view(torch.int16))
+
+
+def test_decode_steps_on_cuda_tensors_through_the_engine(client, engine, tenant):
+    """A DecodeSession stepping torch CUDA tensors through the engine's CUDA staging buffer
+    gives bit for bit the outputs of the same steps sent as host arrays in messages."""
+    ns = register(client, tenant, layers=1, heads=4, dk=128, dv=128, format="leap8")
+    rng = np.random.default_rng(9)
+    steps = []
+    for _ in range(3):
+        q, k, v = (rng.standard_normal((2, 4, 128)).astype(np.float32) for _ in range(3))
+        k /= np.linalg.norm(k, axis=-1, keepdims=True)
+        g = -rng.uniform(0.01, 0.5, (2, 4)).astype(np.float32)
+        beta = rng.uniform(0.1, 0.9, (2, 4)).astype(np.float32)
+        steps.append((q, k, v, g, beta))
+    outs = []
+    for on_gpu in (False, True):
+        with client.open_decode(ns, slots=2) as s:
+            s.reset(0)
+            s.reset(1)
+            got = []
+            for q, k, v, g, beta in steps:
+                args = [torch.from_numpy(x) for x in (q, k, v, g, beta)]
+                if on_gpu:
+                    args = [a.to(DEV) for a in args]
+                    o = s.step(0, [1, 0], *args, out_dtype="float32", engine=engine)
+                    assert o.device == DEV
+                else:
+                    o = s.step(0, [1, 0], *args, out_dtype="float32")
+                got.append(o.cpu().numpy().tobytes())
+            outs.append(got)
+    assert outs[0] == outs[1]

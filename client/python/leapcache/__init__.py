@@ -16,6 +16,7 @@ them, the head's short-convolution state and extra bytes (conv=, extra= of the s
 
 from .client import Client
 from .data_plane import Buffer, Engine, transports_built
+from .decode import DecodeSession
 from .errors import (AbortedError, AlreadyExistsError, CancelledError, ClientClosedError,
                      DataLossError, DeadlineExceededError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, LeapcacheError, NotFoundError,
@@ -28,7 +29,7 @@ from .types import (CheckpointInfo, ConvShape, FormatMemoryStats, LookupResult, 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Engine", "Buffer", "transports_built", "chain_hashes", "crc32c", "BlockKey",
+    "Client", "Engine", "Buffer", "DecodeSession", "transports_built", "chain_hashes", "crc32c", "BlockKey",
     "Namespace", "ConvShape", "StorageFormat", "LookupResult", "CheckpointInfo", "Stats",
     "TierStats", "FormatMemoryStats", "TLSConfig",
     "LeapcacheError", "ClientClosedError", "CancelledError", "UnknownError",

@@ -14,8 +14,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_int, c_int32, c_int64,
-                    c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32,
+                    c_int64, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
 
 ABI_VERSION = 1
 HASH_BYTES = 32
@@ -181,6 +181,63 @@ class AttachOptions(Structure):
     ]
 
 
+class DecodeOptions(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("namespace_id", c_uint32),
+        ("namespace_tag", c_uint64),
+        ("heads", HeadRange),
+        ("slots", c_int32),
+        ("l2norm_qk", c_int32),
+        ("scale", c_float),
+        ("step_channel", c_int32),
+    ]
+
+
+class DecodeInfo(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("id", c_uint64),
+        ("layers", c_int32),
+        ("heads", HeadRange),
+        ("dk", c_int32),
+        ("dv", c_int32),
+        ("kind", c_int32),
+        ("backend", c_char * 16),
+        ("state_bytes", c_uint64),
+    ]
+
+
+class DecodeStep(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("layer", c_int32),
+        ("slots", c_void_p),
+        ("batch", c_size_t),
+        ("dtype", c_int32),
+        ("q", c_void_p),
+        ("k", c_void_p),
+        ("v", c_void_p),
+        ("g", c_void_p),
+        ("beta", c_void_p),
+        ("out_dtype", c_int32),
+    ]
+
+
+class DecodeBufferStep(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("layer", c_int32),
+        ("slots", c_void_p),
+        ("batch", c_size_t),
+        ("dtype", c_int32),
+        ("out_dtype", c_int32),
+        ("buffer_id", c_uint64),
+        ("input_offset", c_uint64),
+        ("output_offset", c_uint64),
+    ]
+
+
 def new(struct_type, **fields):
     """An instance of a struct that carries struct_size, with it set."""
     s = struct_type(**fields)
@@ -190,6 +247,7 @@ def new(struct_type, **fields):
 
 _CLIENT = c_void_p  # leapcache_client*
 _ENGINE = c_void_p  # leapcache_engine*
+_DECODE = c_void_p  # leapcache_decode_session*
 _HASH = POINTER(c_uint8)
 
 # name: (restype, argtypes)
@@ -237,6 +295,19 @@ _PROTOTYPES = {
     "leapcache_engine_put_from": (c_int, [_ENGINE, POINTER(PutTarget), POINTER(Encoding),
                                           c_uint64, c_uint64, c_uint64]),
     "leapcache_engine_detach": (c_int, [_ENGINE]),
+    "leapcache_decode_open": (c_int, [POINTER(ClientOptions), POINTER(DecodeOptions),
+                                      POINTER(_DECODE)]),
+    "leapcache_decode_destroy": (None, [_DECODE]),
+    "leapcache_decode_info_get": (c_int, [_DECODE, POINTER(DecodeInfo)]),
+    "leapcache_decode_input_bytes": (c_uint64, [POINTER(DecodeInfo), c_size_t, c_int32]),
+    "leapcache_decode_output_bytes": (c_uint64, [POINTER(DecodeInfo), c_size_t, c_int32]),
+    "leapcache_decode_step_host": (c_int, [_DECODE, POINTER(DecodeStep), c_void_p, c_uint64]),
+    "leapcache_decode_step_in_buffer": (c_int, [_DECODE, _ENGINE, POINTER(DecodeBufferStep)]),
+    "leapcache_decode_stepping_through_channel": (c_int32, [_DECODE]),
+    "leapcache_decode_reset": (c_int, [_DECODE, c_int32]),
+    "leapcache_decode_load": (c_int, [_DECODE, c_int32, c_void_p, POINTER(Position)]),
+    "leapcache_decode_commit": (c_int, [_DECODE, c_int32, c_void_p, POINTER(Position)]),
+    "leapcache_decode_close": (c_int, [_DECODE]),
 }
 
 _lock = threading.Lock()

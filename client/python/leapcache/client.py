@@ -1,6 +1,6 @@
 """Client: one connection to a leapcache server and the calls of the C++ Client over it
 (leapcache/client.h): namespaces, lookups, gets into and puts from the caller's arrays, delete,
-pin, unpin, stats, health; attach() for the data plane.
+pin, unpin, stats, health; attach() for the data plane, open_decode() for attached decode.
 
     with leapcache.Client("127.0.0.1:7470") as c:
         ns = c.register_namespace("tenant-a", kind="gdn", layers=2, heads=4, format="leap8")
@@ -518,3 +518,15 @@ class Client:
                 pass
         from .data_plane import Engine
         return Engine(self._options, name, **kwargs)
+
+    # ---- attached decode ----
+
+    def open_decode(self, namespace: Namespace, *, slots: int, **kwargs) -> "DecodeSession":
+        """A DecodeSession of `namespace` on this client's target and options: `slots` live
+        states in the service, stepped layer by layer. Keyword arguments as DecodeSession's
+        (heads, l2norm_qk, scale, step_channel)."""
+        if self.closed:
+            with self._handle.use():
+                pass
+        from .decode import DecodeSession
+        return DecodeSession(self._options, namespace, slots=slots, **kwargs)

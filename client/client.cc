@@ -365,6 +365,7 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(v1::StateCache::Stub& stub, const Clie
       const v1::GetHeader& h = message.header();
       out.position = FromProto(h.position());
       out.heads = FromProto(h.heads());
+      out.first_layer = static_cast<int>(h.first_layer());
       out.layers = static_cast<int>(h.layers());
       out.dk = static_cast<int>(h.dk());
       out.dv = static_cast<int>(h.dv());
@@ -440,11 +441,15 @@ absl::StatusOr<Checkpoint> Client::GetInto(const GetRequest& request, std::span<
 
 absl::StatusOr<Checkpoint> Client::GetTo(const GetRequest& request,
                                          std::optional<std::span<uint8_t>> into) {
+  if (absl::Status st = CheckLayers(request.layers); !st.ok()) return st;
   v1::GetRequest q;
   q.set_hash(HashBytes(request.hash));
   bool has_heads = false;
   ToProto(request.heads, &has_heads, q.mutable_heads());
   if (!has_heads) q.clear_heads();
+  bool has_layers = false;
+  ToProto(request.layers, &has_layers, q.mutable_layers());
+  if (!has_layers) q.clear_layers();
   if (request.dense.has_value()) {
     ToProto(*request.dense, q.mutable_dense());
   } else {

@@ -62,6 +62,7 @@ absl::StatusOr<TransferredCheckpoint> FromHeader(const v1::GetHeader& h) {
   TransferredCheckpoint out;
   out.position = FromProto(h.position());
   out.heads = FromProto(h.heads());
+  out.first_layer = static_cast<int>(h.first_layer());
   out.layers = static_cast<int>(h.layers());
   out.dk = static_cast<int>(h.dk());
   out.dv = static_cast<int>(h.dv());
@@ -433,6 +434,7 @@ absl::StatusOr<LookupResult> AttachedEngine::Lookup(const LookupRequest& request
 absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& request,
                                                               BufferId buffer, uint64_t offset) {
   Impl& m = *impl_;
+  if (absl::Status st = CheckLayers(request.layers); !st.ok()) return st;
   absl::MutexLock lock(&m.mu);
   if (absl::Status st = m.CheckAttached(); !st.ok()) return st;
   absl::StatusOr<LocalBuffer*> found = m.Find(buffer);
@@ -453,6 +455,7 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
     TransferredCheckpoint out;
     out.position = got->position;
     out.heads = got->heads;
+    out.first_layer = got->first_layer;
     out.layers = got->layers;
     out.dk = got->dk;
     out.dv = got->dv;
@@ -476,6 +479,8 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   bool present = false;
   ToProto(request.heads, &present, q.mutable_heads());
   if (!present) q.clear_heads();
+  ToProto(request.layers, &present, q.mutable_layers());
+  if (!present) q.clear_layers();
   if (request.dense.has_value()) {
     ToProto(*request.dense, q.mutable_dense());
   } else {

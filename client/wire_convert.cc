@@ -44,6 +44,22 @@ void ToProto(const HeadRange& heads, bool* present, v1::HeadRange* out) {
   }
 }
 
+void ToProto(const LayerRange& layers, bool* present, v1::LayerRange* out) {
+  *present = !layers.all();
+  if (*present) {
+    out->set_begin(static_cast<uint32_t>(layers.begin));
+    out->set_end(static_cast<uint32_t>(layers.end));
+  }
+}
+
+absl::Status CheckLayers(const LayerRange& layers) {
+  if (layers.begin < 0 || layers.end < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers [", layers.begin, ", ", layers.end, ") has a negative bound"));
+  }
+  return absl::OkStatus();
+}
+
 void ToProto(const Position& position, v1::Position* out) {
   out->set_tokens(static_cast<uint64_t>(position.tokens));
   out->set_blocks(static_cast<uint64_t>(position.blocks));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "leapcache/client.h"
 #include "leapcache/v1/checkpoint.pb.h"
@@ -18,6 +19,11 @@ std::string HashBytes(const BlockHash& hash);
 void ToProto(const NamespaceSpec& spec, v1::RegisterNamespaceRequest* out);
 // Sets `out` unless heads is the default (all heads).
 void ToProto(const HeadRange& heads, bool* present, v1::HeadRange* out);
+// Sets `out` (and *present) unless `layers` is all layers. REQUIRES: CheckLayers(layers).
+void ToProto(const LayerRange& layers, bool* present, v1::LayerRange* out);
+// INVALID_ARGUMENT for a layer range with a negative bound (the wire's are unsigned); the
+// server checks the rest against the namespace.
+absl::Status CheckLayers(const LayerRange& layers);
 void ToProto(const Position& position, v1::Position* out);
 void ToProto(const DenseEncoding& dense, v1::DenseEncoding* out);
 // The lookup's chain, heads, depth and block size (the caller sets namespace id and tag).

@@ -142,6 +142,15 @@ const char* leapcache_batch_error(size_t i) { return leapcache::c_api::BatchErro
 int leapcache_get_into(leapcache_client* client, uint32_t namespace_id, const uint8_t* hash,
                        const leapcache_head_range* heads, const leapcache_encoding* encoding,
                        void* dst, uint64_t dst_bytes, leapcache_checkpoint_info* out) {
+  return leapcache_get_layers_into(client, namespace_id, hash, heads, nullptr, encoding, dst,
+                                   dst_bytes, out);
+}
+
+int leapcache_get_layers_into(leapcache_client* client, uint32_t namespace_id, const uint8_t* hash,
+                              const leapcache_head_range* heads,
+                              const leapcache_layer_range* layers,
+                              const leapcache_encoding* encoding, void* dst, uint64_t dst_bytes,
+                              leapcache_checkpoint_info* out) {
   return Guard([&] {
     if (absl::Status st = CheckCall(client, hash); !st.ok()) return Fail(st);
     if (absl::Status st = CheckStruct(out, "out"); !st.ok()) return Fail(st);
@@ -152,6 +161,7 @@ int leapcache_get_into(leapcache_client* client, uint32_t namespace_id, const ui
     q.namespace_id = namespace_id;
     q.hash = leapcache::c_api::ToHash(hash);
     q.heads = leapcache::c_api::ToHeads(heads);
+    q.layers = leapcache::c_api::ToLayers(layers);
     q.dense = *dense;
     // Exactly the caller's size (checked before a byte is written): a shorter checkpoint would
     // leave stale bytes in the buffer that look like states, a longer one does not fit.

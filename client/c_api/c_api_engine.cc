@@ -103,6 +103,15 @@ int leapcache_engine_get_into(leapcache_engine* engine, uint32_t namespace_id,
                               const uint8_t* hash, const leapcache_head_range* heads,
                               const leapcache_encoding* encoding, uint64_t buffer_id,
                               uint64_t offset, leapcache_checkpoint_info* out) {
+  return leapcache_engine_get_layers_into(engine, namespace_id, hash, heads, nullptr, encoding,
+                                          buffer_id, offset, out);
+}
+
+int leapcache_engine_get_layers_into(leapcache_engine* engine, uint32_t namespace_id,
+                                     const uint8_t* hash, const leapcache_head_range* heads,
+                                     const leapcache_layer_range* layers,
+                                     const leapcache_encoding* encoding, uint64_t buffer_id,
+                                     uint64_t offset, leapcache_checkpoint_info* out) {
   return Guard([&] {
     if (absl::Status st = CheckNotNull(engine, "engine"); !st.ok()) return Fail(st);
     if (absl::Status st = CheckNotNull(hash, "hash"); !st.ok()) return Fail(st);
@@ -113,6 +122,7 @@ int leapcache_engine_get_into(leapcache_engine* engine, uint32_t namespace_id,
     q.namespace_id = namespace_id;
     q.hash = leapcache::c_api::ToHash(hash);
     q.heads = leapcache::c_api::ToHeads(heads);
+    q.layers = leapcache::c_api::ToLayers(layers);
     q.dense = *dense;
     absl::StatusOr<lc::TransferredCheckpoint> c = engine->engine->GetInto(q, buffer_id, offset);
     if (!c.ok()) return Fail(c.status());

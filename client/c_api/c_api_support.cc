@@ -77,6 +77,11 @@ client::HeadRange ToHeads(const leapcache_head_range* heads) {
   return {heads->begin, heads->end};
 }
 
+client::LayerRange ToLayers(const leapcache_layer_range* layers) {
+  if (layers == nullptr) return {};
+  return {layers->begin, layers->end};
+}
+
 absl::StatusOr<std::optional<client::DenseEncoding>> ToEncoding(const leapcache_encoding* e) {
   if (e == nullptr || e->dtype == LEAPCACHE_DTYPE_COMPACT) return std::nullopt;
   if (e->dtype != LEAPCACHE_DTYPE_FP32 && e->dtype != LEAPCACHE_DTYPE_BF16) {

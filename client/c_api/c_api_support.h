@@ -95,6 +95,7 @@ void CopyString(const std::string& s, char* out, size_t n);
 absl::StatusOr<client::ClientOptions> ToOptions(const leapcache_client_options& o);
 client::BlockHash ToHash(const uint8_t* hash);
 client::HeadRange ToHeads(const leapcache_head_range* heads);  // NULL: all
+client::LayerRange ToLayers(const leapcache_layer_range* layers);  // NULL: all
 // nullopt for NULL or DTYPE_COMPACT; INVALID_ARGUMENT for unknown dtype or layout values.
 absl::StatusOr<std::optional<client::DenseEncoding>> ToEncoding(const leapcache_encoding* e);
 absl::StatusOr<client::PutTarget> ToPutTarget(const leapcache_put_target* t);

@@ -189,6 +189,12 @@ typedef struct {
   int32_t end;
 } leapcache_head_range;
 
+/* Linear layers [begin, end) of a checkpoint; (0, 0) means every layer. */
+typedef struct {
+  int32_t begin;
+  int32_t end;
+} leapcache_layer_range;
+
 typedef struct {
   int64_t tokens;
   int64_t blocks;
@@ -269,6 +275,13 @@ typedef struct {
 int leapcache_get_into(leapcache_client* client, uint32_t namespace_id, const uint8_t* hash,
                        const leapcache_head_range* heads, const leapcache_encoding* encoding,
                        void* dst, uint64_t dst_bytes, leapcache_checkpoint_info* out);
+/* leapcache_get_into of the units of `layers` only (NULL: every layer): out->layers counts
+ * them; INVALID_ARGUMENT for a range outside the namespace's layers. */
+int leapcache_get_layers_into(leapcache_client* client, uint32_t namespace_id, const uint8_t* hash,
+                              const leapcache_head_range* heads,
+                              const leapcache_layer_range* layers,
+                              const leapcache_encoding* encoding, void* dst, uint64_t dst_bytes,
+                              leapcache_checkpoint_info* out);
 
 /* The whole two-phase put of the bytes at src (host memory): units of blobs (encoding NULL or
  * COMPACT) or of dense states the service encodes, each followed by its side state. A failed
@@ -366,6 +379,13 @@ int leapcache_engine_get_into(leapcache_engine* engine, uint32_t namespace_id,
                               const uint8_t* hash, const leapcache_head_range* heads,
                               const leapcache_encoding* encoding, uint64_t buffer_id,
                               uint64_t offset, leapcache_checkpoint_info* out);
+/* leapcache_engine_get_into of the units of `layers` only (NULL: every layer), e.g. each layer
+ * into the page an engine keeps for it. */
+int leapcache_engine_get_layers_into(leapcache_engine* engine, uint32_t namespace_id,
+                                     const uint8_t* hash, const leapcache_head_range* heads,
+                                     const leapcache_layer_range* layers,
+                                     const leapcache_encoding* encoding, uint64_t buffer_id,
+                                     uint64_t offset, leapcache_checkpoint_info* out);
 /* Puts the `length` bytes at `offset` of the registered buffer, as leapcache_put_from. */
 int leapcache_engine_put_from(leapcache_engine* engine, const leapcache_put_target* target,
                               const leapcache_encoding* encoding, uint64_t buffer_id,

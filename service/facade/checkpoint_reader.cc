@@ -19,6 +19,16 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
   shape.position = lease.position();
   shape.heads = lease.heads();
   shape.layers = lease.layers();
+  if (request.layers.has_value()) {
+    const LayerRange l = *request.layers;
+    if (l.begin < 0 || l.begin >= l.end || l.end > lease.layers()) {
+      return absl::InvalidArgumentError(absl::StrCat("layers [", l.begin, ", ", l.end,
+                                                     ") is not a range of the namespace's ",
+                                                     lease.layers(), " layers"));
+    }
+    shape.first_layer = l.begin;
+    shape.layers = l.end - l.begin;
+  }
   shape.format = ns.spec.format;
   shape.blob_bytes = ns.blob_bytes;
   shape.side_bytes = ns.side_bytes;
@@ -28,7 +38,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
                           : 0;
   shape.unit_bytes =
       (request.dense.has_value() ? shape.state_bytes : shape.blob_bytes) + shape.side_bytes;
-  shape.total_bytes = lease.num_units() * shape.unit_bytes;
+  shape.total_bytes = static_cast<uint64_t>(shape.layers) * shape.heads.size() * shape.unit_bytes;
   return std::unique_ptr<CheckpointReader>(new CheckpointReader(
       std::move(lease), shape, compute != nullptr ? *compute : compute::CpuCompute()));
 }
@@ -38,19 +48,15 @@ CheckpointReader::CheckpointReader(core::ReadLease lease, ReadShape shape,
     : lease_(std::move(lease)), shape_(shape), compute_(compute) {}
 
 std::string CheckpointReader::Describe(size_t i) const {
-  return absl::StrCat("stored blob of layer ", i / shape_.heads.size(), " head ",
-                      shape_.heads.begin + i % shape_.heads.size());
+  return absl::StrCat("stored blob of layer ", LayerOf(i), " head ", HeadOf(i));
 }
 
 absl::Status CheckpointReader::LoadNext() {
-  const size_t items = lease_.num_units();
+  const size_t items = this->items();
   const size_t first = next_item_;
   const bool in_place = lease_.host_addressable();
   const size_t stored = lease_.unit_bytes();
-  const auto unit_in_place = [&](size_t i) {
-    return lease_.Unit(static_cast<int>(i / shape_.heads.size()),
-                       shape_.heads.begin + static_cast<int>(i % shape_.heads.size()));
-  };
+  const auto unit_in_place = [&](size_t i) { return lease_.Unit(LayerOf(i), HeadOf(i)); };
   if (!shape_.dense.has_value()) {
     if (in_place) {
       current_ = unit_in_place(first);
@@ -59,7 +65,7 @@ absl::Status CheckpointReader::LoadNext() {
       // Memory that is not host-addressable: a batch of units, in as few copies as they allow.
       const size_t n = std::min(kCopyBatch, items - first);
       units_.resize(n * stored);
-      LC_RETURN_IF_ERROR(lease_.CopyUnits(first, n, units_));
+      LC_RETURN_IF_ERROR(lease_.CopyUnits(LeaseUnit(first), n, units_));
       current_ = units_;
       next_item_ = first + n;
     }
@@ -72,7 +78,7 @@ absl::Status CheckpointReader::LoadNext() {
   std::vector<std::span<const uint8_t>> units(n);
   if (!in_place) {
     units_.resize(n * stored);
-    LC_RETURN_IF_ERROR(lease_.CopyUnits(first, n, units_));
+    LC_RETURN_IF_ERROR(lease_.CopyUnits(LeaseUnit(first), n, units_));
   }
   for (size_t k = 0; k < n; ++k) {
     units[k] = in_place ? unit_in_place(first + k)
@@ -104,7 +110,7 @@ std::vector<const uint8_t*> CheckpointReader::TakeDeviceUnits(int device) {
     return {};
   }
   std::vector<const uint8_t*> units;
-  units.reserve(lease_.num_units());
+  units.reserve(items());
   // The fold's operator costs more to build than a thousand folds; a thread's gets mostly
   // repeat one unit size, so the last one is kept.
   thread_local size_t fold_bytes = 0;
@@ -114,13 +120,11 @@ std::vector<const uint8_t*> CheckpointReader::TakeDeviceUnits(int device) {
     fold_bytes = shape_.unit_bytes;
   }
   const Crc32cCombiner& fold = *last_fold;
-  for (size_t i = 0; i < lease_.num_units(); ++i) {
-    const int layer = static_cast<int>(i / shape_.heads.size());
-    const int head = shape_.heads.begin + static_cast<int>(i % shape_.heads.size());
-    units.push_back(lease_.DeviceUnit(layer, head));
-    crc_ = fold.Combine(crc_, lease_.UnitCrc(layer, head));
+  for (size_t i = 0; i < items(); ++i) {
+    units.push_back(lease_.DeviceUnit(LayerOf(i), HeadOf(i)));
+    crc_ = fold.Combine(crc_, lease_.UnitCrc(LayerOf(i), HeadOf(i)));
   }
-  next_item_ = lease_.num_units();
+  next_item_ = items();
   offset_ = shape_.total_bytes;
   return units;
 }

@@ -23,17 +23,25 @@
 
 namespace leapcache::server {
 
+// Linear layers [begin, end) of a checkpoint.
+struct LayerRange {
+  int begin = 0;
+  int end = 0;
+};
+
 struct ReadRequest {
   core::NamespaceId ns = 0;
   core::BlockHash hash{};
   core::HeadRange heads;
   std::optional<compute::DenseFormat> dense;  // nullopt: compact
+  std::optional<LayerRange> layers;           // nullopt: every layer
 };
 
 // What the reader's bytes are.
 struct ReadShape {
   core::Position position;
   core::HeadRange heads;
+  int first_layer = 0;  // the bytes hold layers [first_layer, first_layer + layers)
   int layers = 0;
   BlobSpec format;  // the namespace's (dk, dv, kind are the state's)
   uint64_t blob_bytes = 0;
@@ -46,8 +54,9 @@ struct ReadShape {
 
 class CheckpointReader {
  public:
-  // NOT_FOUND for an unknown namespace or a checkpoint that does not hold every head. Dense
-  // reads decode with `compute` (the CPU reference when null), which must outlive the reader.
+  // NOT_FOUND for an unknown namespace or a checkpoint that does not hold every head;
+  // INVALID_ARGUMENT for a layer range outside the namespace's layers. Dense reads decode with
+  // `compute` (the CPU reference when null), which must outlive the reader.
   static absl::StatusOr<std::unique_ptr<CheckpointReader>> Open(core::CheckpointStore& store,
                                                                 const ReadRequest& request,
                                                                 compute::Compute* compute = nullptr);
@@ -81,6 +90,18 @@ class CheckpointReader {
   // current bytes.
   absl::Status LoadNext();
   std::string Describe(size_t i) const;
+  // Item i of the read (its units in (layer, head) order): its layer and head in the lease, and
+  // its index among the lease's units.
+  int LayerOf(size_t i) const {
+    return shape_.first_layer + static_cast<int>(i / shape_.heads.size());
+  }
+  int HeadOf(size_t i) const {
+    return shape_.heads.begin + static_cast<int>(i % shape_.heads.size());
+  }
+  size_t items() const { return static_cast<size_t>(shape_.layers) * shape_.heads.size(); }
+  size_t LeaseUnit(size_t i) const {
+    return static_cast<size_t>(shape_.first_layer) * shape_.heads.size() + i;
+  }
 
   core::ReadLease lease_;
   ReadShape shape_;

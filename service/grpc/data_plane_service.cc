@@ -141,6 +141,7 @@ absl::Status DataPlaneService::RunGet(const DataPlaneCall& call,
     LC_RETURN_IF_ERROR(store_->CheckNamespaceTag(r.ns, request.namespace_tag()));
     LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
     LC_ASSIGN_OR_RETURN(r.heads, ResolveHeads(*store_, r.ns, request.has_heads(), request.heads()));
+    LC_ASSIGN_OR_RETURN(r.layers, LayersFromProto(request.has_layers(), request.layers()));
     if (request.has_dense()) {
       LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
     }

@@ -108,6 +108,17 @@ absl::StatusOr<core::HeadRange> HeadsFromProto(bool present, const v1::HeadRange
   return core::HeadRange{static_cast<int>(heads.begin()), static_cast<int>(heads.end())};
 }
 
+absl::StatusOr<std::optional<LayerRange>> LayersFromProto(bool present,
+                                                          const v1::LayerRange& layers) {
+  if (!present) return std::nullopt;
+  constexpr uint32_t kMax = std::numeric_limits<int>::max();
+  if (layers.begin() > kMax || layers.end() > kMax || layers.begin() >= layers.end()) {
+    return Invalid(
+        absl::StrCat("layers [", layers.begin(), ", ", layers.end(), ") is not a range of layers"));
+  }
+  return LayerRange{static_cast<int>(layers.begin()), static_cast<int>(layers.end())};
+}
+
 absl::StatusOr<core::Position> PositionFromProto(const v1::Position& p) {
   constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
   if (p.tokens() > kMax || p.blocks() > kMax) {
@@ -230,6 +241,7 @@ void GetHeaderToProto(const ReadShape& s, v1::GetHeader* h) {
   PositionToProto(s.position, h->mutable_position());
   HeadsToProto(s.heads, h->mutable_heads());
   h->set_layers(static_cast<uint32_t>(s.layers));
+  h->set_first_layer(static_cast<uint32_t>(s.first_layer));
   h->set_dk(static_cast<uint32_t>(s.format.dk));
   h->set_dv(static_cast<uint32_t>(s.format.dv));
   h->set_kind(KindToProto(s.format.kind));

@@ -32,6 +32,9 @@ absl::StatusOr<core::NamespaceSpec> NamespaceSpecFromProto(
 // `present` false: all `total_heads` heads.
 absl::StatusOr<core::HeadRange> HeadsFromProto(bool present, const v1::HeadRange& heads,
                                                int total_heads);
+// `present` false: nullopt (every layer). The reader checks the range against the namespace.
+absl::StatusOr<std::optional<LayerRange>> LayersFromProto(bool present,
+                                                          const v1::LayerRange& layers);
 absl::StatusOr<core::Position> PositionFromProto(const v1::Position& position);
 absl::StatusOr<compute::DenseFormat> DenseFromProto(const v1::DenseEncoding& dense);
 

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> OpenReader(core::CheckpointSto
   r.ns = request.namespace_id();
   LC_ASSIGN_OR_RETURN(r.hash, HashFromProto(request.hash(), "hash"));
   LC_ASSIGN_OR_RETURN(r.heads, ResolveHeads(store, r.ns, request.has_heads(), request.heads()));
+  LC_ASSIGN_OR_RETURN(r.layers, LayersFromProto(request.has_layers(), request.layers()));
   if (request.has_dense()) {
     LC_ASSIGN_OR_RETURN(r.dense, DenseFromProto(request.dense()));
   }

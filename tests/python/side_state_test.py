@@ -201,3 +201,45 @@ def test_data_plane_batches_with_conv(client, tenant):
             assert torch.equal(o, s) and torch.equal(g.view(torch.int16), c.view(torch.int16))
         with pytest.raises(ValueError, match="2 keys but 1 convs"):
             engine.batch_put_from(ns, chain, ss, convs=cs[:1])
+
+
+@pytest.mark.parametrize("path", ["client", "engine"])
+def test_layer_ranges_read_those_layers(client, tenant, path):
+    """layers=(begin, end) reads those layers' states, conv states and extra bytes only (shapes
+    counting them), by head range too, through the Client and an Engine's registered views;
+    ranges outside the namespace's layers are refused before anything is sent."""
+    ns = conv_ns(client, tenant, format="fp32", layers=4)
+    key = keys(1, tenant)[0]
+    s, c, e = states(ns), convs(ns), extras(ns)
+    client.put_from(ns, key, s, conv=c, extra=e)
+    engine = client.attach("layer-ranges", transports=["inline"]) if path == "engine" else None
+    try:
+        for layers, heads in (((1, 3), None), ((3, 4), (1, 3)), (range(0, 4), None)):
+            b, end = layers[0], layers[-1] + 1 if isinstance(layers, range) else layers[1]
+            shaped = dict(heads=heads, layers=layers)
+            h = heads or (0, 4)
+            out = torch.zeros(ns.state_shape(heads)[1:], dtype=torch.float32).expand(
+                end - b, -1, -1, -1).contiguous()
+            got_conv = torch.zeros((end - b,) + ns.conv_shape(heads)[1:], dtype=torch.bfloat16)
+            got_extra = torch.zeros((end - b,) + ns.extra_shape(heads)[1:], dtype=torch.uint8)
+            reader = engine or client
+            if engine is not None:
+                engine.register(out)
+            info = reader.get_into(ns, key, out, conv=got_conv, extra=got_extra, **shaped)
+            assert (info.first_layer, info.layers) == (b, end - b)
+            assert np.array_equal(out.numpy(), s[b:end, h[0]:h[1]])
+            assert torch.equal(got_conv.view(torch.int16),
+                               c[b:end, h[0]:h[1]].contiguous().view(torch.int16))
+            assert np.array_equal(got_extra.numpy(), e[b:end, h[0]:h[1]])
+        if engine is None:  # compact blobs of two layers: the whole units' blobs there
+            compact = client.get(ns, key, dtype="uint8", layers=(2, 4))
+            whole = np.empty(ns.units_shape(), np.uint8)
+            client.get_into(ns, key, whole)
+            assert np.array_equal(compact, whole[2:4, :, :ns.blob_bytes])
+        for bad in ((2, 2), (3, 5), (-1, 2), (1,), "0:2"):
+            with pytest.raises((ValueError, TypeError)):
+                (engine or client).get_into(ns, key, np.empty(ns.state_shape(), np.float32),
+                                            layers=bad)
+    finally:
+        if engine is not None:
+            engine.close()

@@ -155,6 +155,14 @@ struct HeadRange {
   int size() const { return end - begin; }
 };
 
+// Linear layers [begin, end) of a checkpoint. A default LayerRange (0, 0) means every layer.
+struct LayerRange {
+  int begin = 0;
+  int end = 0;
+  bool all() const { return begin == 0 && end == 0; }
+  int size() const { return end - begin; }
+};
+
 struct Position {
   int64_t tokens = 0;
   int64_t blocks = 0;
@@ -204,6 +212,9 @@ struct GetRequest {
   BlockHash hash{};
   HeadRange heads;                     // all heads if default
   std::optional<DenseEncoding> dense;  // nullopt: compact v1 blobs, byte-exact
+  // Layers to read (all if default): the bytes are then those layers' units only. An engine
+  // that keeps each layer's states in a page of its own reads each layer into its page.
+  LayerRange layers;
 };
 
 // A checkpoint's bytes: (layer, head)-ordered units, each a blob (compact) or a dense state,
@@ -211,6 +222,7 @@ struct GetRequest {
 struct Checkpoint {
   Position position;
   HeadRange heads;
+  int first_layer = 0;  // the bytes hold layers [first_layer, first_layer + layers)
   int layers = 0;
   int dk = 0;
   int dv = 0;

@@ -95,6 +95,7 @@ using BufferId = uint64_t;
 struct TransferredCheckpoint {
   Position position;
   HeadRange heads;
+  int first_layer = 0;  // the bytes hold layers [first_layer, first_layer + layers)
   int layers = 0;
   int dk = 0;
   int dv = 0;

@@ -5,12 +5,14 @@ naming the argument."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Tuple
 
 from . import _native
 from .arrays import ArrayInfo, inspect
 from .hashing import BlockKey, key_bytes
-from .types import DENSE_DTYPES, DTYPE_COMPACT, LAYOUTS, Namespace, normalize_heads
+from .types import (DENSE_DTYPES, DTYPE_COMPACT, LAYOUTS, Namespace, normalize_heads,
+                    normalize_layers)
 
 
 def namespace(ns) -> Namespace:
@@ -27,6 +29,20 @@ def heads(ns: Namespace, value) -> Optional[Tuple[int, int]]:
 def head_range(h: Optional[Tuple[int, int]]):
     """The library's HeadRange of (begin, end), or None for all heads."""
     return None if h is None else _native.HeadRange(h[0], h[1])
+
+
+def layers(ns: Namespace, value) -> Optional[Tuple[int, int]]:
+    return normalize_layers(value, ns.layers)
+
+
+def layer_range(lr: Optional[Tuple[int, int]]):
+    """The library's LayerRange of (begin, end), or None for every layer."""
+    return None if lr is None else _native.LayerRange(lr[0], lr[1])
+
+
+def of_layers(ns: Namespace, lr: Optional[Tuple[int, int]]) -> Namespace:
+    """The namespace as a read of layers `lr` sees it: its shapes then count those layers."""
+    return ns if lr is None else dataclasses.replace(ns, layers=lr[1] - lr[0])
 
 
 def position(key, value) -> Tuple[int, int]:

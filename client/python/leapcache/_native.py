@@ -82,6 +82,10 @@ class HeadRange(Structure):
     _fields_ = [("begin", c_int32), ("end", c_int32)]
 
 
+class LayerRange(Structure):
+    _fields_ = [("begin", c_int32), ("end", c_int32)]
+
+
 class Position(Structure):
     _fields_ = [("tokens", c_int64), ("blocks", c_int64)]
 
@@ -274,6 +278,9 @@ _PROTOTYPES = {
     "leapcache_get_into": (c_int, [_CLIENT, c_uint32, c_void_p, POINTER(HeadRange),
                                    POINTER(Encoding), c_void_p, c_uint64,
                                    POINTER(CheckpointInfo)]),
+    "leapcache_get_layers_into": (c_int, [_CLIENT, c_uint32, c_void_p, POINTER(HeadRange),
+                                          POINTER(LayerRange), POINTER(Encoding), c_void_p,
+                                          c_uint64, POINTER(CheckpointInfo)]),
     "leapcache_put_from": (c_int, [_CLIENT, POINTER(PutTarget), POINTER(Encoding), c_void_p,
                                    c_uint64]),
     "leapcache_delete": (c_int, [_CLIENT, c_uint32, c_void_p]),
@@ -292,6 +299,9 @@ _PROTOTYPES = {
     "leapcache_engine_get_into": (c_int, [_ENGINE, c_uint32, c_void_p, POINTER(HeadRange),
                                           POINTER(Encoding), c_uint64, c_uint64,
                                           POINTER(CheckpointInfo)]),
+    "leapcache_engine_get_layers_into": (c_int, [_ENGINE, c_uint32, c_void_p, POINTER(HeadRange),
+                                                 POINTER(LayerRange), POINTER(Encoding),
+                                                 c_uint64, c_uint64, POINTER(CheckpointInfo)]),
     "leapcache_engine_put_from": (c_int, [_ENGINE, POINTER(PutTarget), POINTER(Encoding),
                                           c_uint64, c_uint64, c_uint64]),
     "leapcache_engine_detach": (c_int, [_ENGINE]),

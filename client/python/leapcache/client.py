@@ -345,7 +345,7 @@ class Client:
 
     # ---- gets and puts ----
 
-    def get_into(self, namespace: Namespace, key, out, *, heads=None,
+    def get_into(self, namespace: Namespace, key, out, *, heads=None, layers=None,
                  layout: Optional[str] = None, conv=None, extra=None) -> CheckpointInfo:
         """Writes the checkpoint at `key` into `out` (host memory, C-contiguous): uint8
         [layers, heads, blob_bytes] receives the compact v1 blobs byte-exact; float32 or
@@ -354,40 +354,46 @@ class Client:
         range of every layer. For a namespace with a conv state, `conv` ([layers, heads,
         channels / heads, width] of its dtype) receives the conv states byte-exact and `extra`
         ([layers, heads, extra_bytes] uint8) the extra bytes; None drops them (numpy needed).
+        `layers` (begin, end) reads those layers only: every shape above then counts them.
         NotFoundError if the key (or a head) is not stored."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
+        lr = _checks.layers(ns, layers)
         raw = key_bytes(key)
-        info, enc = _checks.states(ns, out, "out", h, layout, writing=True)
-        side = _side.plan(ns, info, conv, extra, h, writing=True)
-        return self._get(ns, raw, h, enc, info, side)
+        shaped = _checks.of_layers(ns, lr)
+        info, enc = _checks.states(shaped, out, "out", h, layout, writing=True)
+        side = _side.plan(shaped, info, conv, extra, h, writing=True)
+        return self._get(ns, raw, h, enc, info, side, lr)
 
-    def _get(self, ns, raw, h, enc, info, side=None) -> CheckpointInfo:
+    def _get(self, ns, raw, h, enc, info, side=None, lr=None) -> CheckpointInfo:
         result = _native.new(_native.CheckpointInfo)
         hr = _checks.head_range(h)
+        layer_range = _checks.layer_range(lr)
         stage = None if side is None else _side.staging(side)
         target = info if stage is None else inspect(stage, "staging")
         with self._handle.use() as c:
-            _check(_native.lib().leapcache_get_into(
-                c, ns.id, raw, ctypes.byref(hr) if hr else None, ctypes.byref(enc), target.ptr,
-                target.nbytes, ctypes.byref(result)))
+            _check(_native.lib().leapcache_get_layers_into(
+                c, ns.id, raw, ctypes.byref(hr) if hr else None,
+                ctypes.byref(layer_range) if layer_range else None, ctypes.byref(enc),
+                target.ptr, target.nbytes, ctypes.byref(result)))
         if stage is not None:
             _side.scatter(side, stage)
-        return CheckpointInfo.from_native(result)
+        return CheckpointInfo.from_native(result, 0 if lr is None else lr[0])
 
-    def get(self, namespace: Namespace, key, *, heads=None, dtype: str = "float32",
+    def get(self, namespace: Namespace, key, *, heads=None, layers=None, dtype: str = "float32",
             layout: str = "kv"):
-        """The checkpoint at `key` as a new numpy array: dense states of `dtype` ("float32";
-        "uint8" for the compact blobs) in `layout`. Needs numpy."""
+        """The checkpoint at `key` (of `layers`, default all) as a new numpy array: dense
+        states of `dtype` ("float32"; "uint8" for the compact blobs) in `layout`. Needs numpy."""
         import numpy as np
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
+        shaped = _checks.of_layers(ns, _checks.layers(ns, layers))
         if dtype == "uint8":
-            out = np.empty(ns.compact_shape(h), dtype=np.uint8)
-            self.get_into(ns, key, out, heads=heads)
+            out = np.empty(shaped.compact_shape(h), dtype=np.uint8)
+            self.get_into(ns, key, out, heads=heads, layers=layers)
         elif dtype == "float32":
-            out = np.empty(ns.state_shape(h, layout), dtype=np.float32)
-            self.get_into(ns, key, out, heads=heads, layout=layout)
+            out = np.empty(shaped.state_shape(h, layout), dtype=np.float32)
+            self.get_into(ns, key, out, heads=heads, layers=layers, layout=layout)
         else:
             raise ValueError(f"dtype must be 'float32' or 'uint8' (numpy has no bfloat16; use "
                              f"get_into with a torch.bfloat16 tensor), got {dtype!r}")

@@ -190,15 +190,17 @@ class Engine:
             raise result
         return result
 
-    def get_into(self, namespace: Namespace, key, out, *, heads=None,
+    def get_into(self, namespace: Namespace, key, out, *, heads=None, layers=None,
                  layout: Optional[str] = None, conv=None, extra=None) -> CheckpointInfo:
         """As Client.get_into, with `out` inside a registered buffer (host or CUDA); with conv=
-        (and extra=) for a namespace with a conv state, through the engine's staging buffer."""
+        (and extra=) for a namespace with a conv state, through the engine's staging buffer.
+        `layers` (begin, end) reads those layers only, e.g. each layer into its own page."""
         ns = _checks.namespace(namespace)
         h = _checks.heads(ns, heads)
+        lr = _checks.layers(ns, layers)
         raw = key_bytes(key)
-        return self._run_get(ns, raw, h, self._plan(ns, h, out, layout, conv, extra, "out",
-                                                    writing=True))
+        return self._run_get(ns, raw, h, self._plan(_checks.of_layers(ns, lr), h, out, layout,
+                                                    conv, extra, "out", writing=True), lr)
 
     def put_from(self, namespace: Namespace, key, states, *, position=None, heads=None,
                  layout: Optional[str] = None, ttl: Optional[float] = None, conv=None,
@@ -223,12 +225,12 @@ class Engine:
             return enc, side, info.device_index, None, 0, side.nbytes
         return (enc, None, -1) + self._locate(info, what) + (info.nbytes,)
 
-    def _run_get(self, ns, raw, h, plan) -> CheckpointInfo:
+    def _run_get(self, ns, raw, h, plan, lr=None) -> CheckpointInfo:
         enc, side, device_index, buffer_id, offset, _ = plan
         if side is None:
-            return self._get(ns, raw, h, enc, buffer_id, offset)
+            return self._get(ns, raw, h, enc, buffer_id, offset, lr)
         buffer, stage = self._stage(side, device_index)
-        result = self._get(ns, raw, h, enc, buffer.id, 0)
+        result = self._get(ns, raw, h, enc, buffer.id, 0, lr)
         _side.scatter(side, stage)
         return result
 
@@ -260,14 +262,16 @@ class Engine:
         flat = held[1][:side.nbytes]
         return held[0], flat.reshape(side.units, side.unit_bytes)
 
-    def _get(self, ns, raw, h, enc, buffer_id, offset) -> CheckpointInfo:
+    def _get(self, ns, raw, h, enc, buffer_id, offset, lr=None) -> CheckpointInfo:
         result = _native.new(_native.CheckpointInfo)
         hr = _checks.head_range(h)
+        layer_range = _checks.layer_range(lr)
         with self._handle.use() as e:
-            _check(_native.lib().leapcache_engine_get_into(
-                e, ns.id, raw, ctypes.byref(hr) if hr else None, ctypes.byref(enc), buffer_id,
+            _check(_native.lib().leapcache_engine_get_layers_into(
+                e, ns.id, raw, ctypes.byref(hr) if hr else None,
+                ctypes.byref(layer_range) if layer_range else None, ctypes.byref(enc), buffer_id,
                 offset, ctypes.byref(result)))
-        return CheckpointInfo.from_native(result)
+        return CheckpointInfo.from_native(result, 0 if lr is None else lr[0])
 
     def _put(self, target, enc, buffer_id, offset, length) -> None:
         with self._handle.use() as e:

@@ -181,6 +181,30 @@ def normalize_heads(heads, total: int) -> Optional[Tuple[int, int]]:
     return (b, e)
 
 
+def normalize_layers(layers, total: int) -> Optional[Tuple[int, int]]:
+    """(begin, end) of a layer range given as None (every layer), a (begin, end) pair or a range
+    of step 1; ValueError unless 0 <= begin < end <= total."""
+    if layers is None:
+        return None
+    if isinstance(layers, range):
+        if layers.step != 1:
+            raise ValueError(f"layers must be contiguous, got {layers}")
+        b, e = layers.start, layers.stop
+    else:
+        try:
+            b, e = layers
+        except (TypeError, ValueError):
+            raise TypeError(f"layers must be None, (begin, end) or a range, got {layers!r}") \
+                from None
+    if isinstance(b, bool) or isinstance(e, bool) or not isinstance(b, int) or \
+            not isinstance(e, int):
+        raise TypeError(f"layers must be integers, got {layers!r}")
+    if not 0 <= b < e <= total:
+        raise ValueError(f"layers [{b}, {e}) are not a non-empty range within the "
+                         f"namespace's {total} layers")
+    return (b, e)
+
+
 @dataclass(frozen=True)
 class LookupResult:
     """The deepest stored checkpoint along a chain. False when nothing along it is stored.
@@ -215,9 +239,10 @@ class CheckpointInfo:
     total_bytes: int
     crc32c: int              # data-plane gets only; 0 otherwise
     side_bytes: int = 0      # of every (layer, head): its conv state and extra bytes
+    first_layer: int = 0     # the bytes hold layers [first_layer, first_layer + layers)
 
     @staticmethod
-    def from_native(c) -> "CheckpointInfo":
+    def from_native(c, first_layer: int = 0) -> "CheckpointInfo":
         return CheckpointInfo(
             tokens=c.position.tokens, blocks=c.position.blocks,
             heads=(c.heads.begin, c.heads.end), layers=c.layers, dk=c.dk, dv=c.dv,
@@ -225,7 +250,7 @@ class CheckpointInfo:
             encoding=name_of("dtype", c.encoding.dtype),
             layout=name_of("layout", c.encoding.layout) if c.encoding.dtype else None,
             blob_bytes=c.blob_bytes, state_bytes=c.state_bytes, total_bytes=c.total_bytes,
-            crc32c=c.crc32c, side_bytes=c.side_bytes)
+            crc32c=c.crc32c, side_bytes=c.side_bytes, first_layer=first_layer)
 
 
 @dataclass(frozen=True)

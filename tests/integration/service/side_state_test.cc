@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -100,6 +101,56 @@ TEST_F(SideStateTest, CompactAndDenseUnitsCarryTheSideStatesByteForByte) {
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_TRUE(stored->bytes ==
               Join(EncodeBlobs(spec, FromBf16Bytes(bf16)), ns.blob_bytes, sides, ns.side_bytes));
+}
+
+// A layer range reads those layers' units only, side states included, compact and dense, alone
+// or with a head range: exactly the matching bytes of the whole checkpoint, their CRC checked
+// by the client; ranges outside the namespace's layers are refused and hold no lease.
+TEST_F(SideStateTest, LayerRangesReadThoseLayersUnitsOnly) {
+  client::NamespaceSpec spec = SmallNamespace("tenant-layers", 4, 4, 32);
+  spec.model.conv = client::ConvShape{384, 3, client::ConvDType::kBf16};
+  spec.model.extra_bytes = 3;
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<float> states = MakeStates(spec, 12);
+  const std::vector<uint8_t> sides = MakeSides(16, ns.side_bytes, 12);
+  const std::vector<uint8_t> units =
+      Join(EncodeBlobs(spec, states), ns.blob_bytes, sides, ns.side_bytes);
+  const client::PutTarget target{ns.id, TestHash(9), {64, 4}, {}, absl::ZeroDuration()};
+  ASSERT_TRUE(client_->PutCompact(target, units).ok());
+  const size_t unit = ns.blob_bytes + ns.side_bytes;
+  for (const client::HeadRange heads : {client::HeadRange{}, client::HeadRange{1, 3}}) {
+    for (const std::optional<DenseEncoding> dense :
+         {std::optional<DenseEncoding>{},
+          std::optional<DenseEncoding>{{DType::kBf16, Layout::kKV}}}) {
+      absl::StatusOr<client::Checkpoint> whole = client_->Get({ns.id, TestHash(9), heads, dense});
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      const size_t per_layer = whole->bytes.size() / 4;
+      ASSERT_EQ(per_layer % (heads.all() ? 4 : 2), 0u);
+      if (!dense.has_value()) ASSERT_EQ(per_layer, (heads.all() ? 4 : 2) * unit);
+      for (const client::LayerRange layers : {client::LayerRange{0, 1}, client::LayerRange{1, 3},
+                                              client::LayerRange{3, 4}, client::LayerRange{0, 4}}) {
+        client::GetRequest q{ns.id, TestHash(9), heads, dense};
+        q.layers = layers;
+        absl::StatusOr<client::Checkpoint> got = client_->Get(q);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->first_layer, layers.begin);
+        EXPECT_EQ(got->layers, layers.size());
+        EXPECT_EQ(got->side_bytes, ns.side_bytes);
+        EXPECT_TRUE(std::equal(got->bytes.begin(), got->bytes.end(),
+                               whole->bytes.begin() + layers.begin * per_layer,
+                               whole->bytes.begin() + layers.end * per_layer))
+            << "layers " << layers.begin << ".." << layers.end;
+      }
+    }
+  }
+  for (const client::LayerRange bad : {client::LayerRange{2, 2}, client::LayerRange{3, 5},
+                                       client::LayerRange{2, 1}, client::LayerRange{-1, 2}}) {
+    client::GetRequest q{ns.id, TestHash(9), {}, std::nullopt};
+    q.layers = bad;
+    EXPECT_EQ(client_->Get(q).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.begin << ".." << bad.end;
+  }
+  EXPECT_EQ(Stats().leases, 0u);
 }
 
 TEST_F(SideStateTest, TensorParallelHalvesPutTheirOwnSideStates) {

@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -168,6 +169,73 @@ TEST_F(DataPlaneTest, InlineTransportServesTheSameApi) {
   EXPECT_EQ(got->total_bytes, blobs.size());
   EXPECT_TRUE(std::equal(blobs.begin(), blobs.end(), buffer.begin()));
   EXPECT_EQ(got->crc32c, client::Crc32c(blobs));
+}
+
+// An engine that pages states per layer reads each layer of a checkpoint into its own page, over
+// UCX (through the transfer channel and through the RPC) and inline: each page holds exactly
+// that layer's units (compact, and dense for a head range) with their CRC-32C, the header names
+// the layer, and a range outside the namespace's layers is refused with nothing written.
+TEST_F(DataPlaneTest, LayerRangesFillPerLayerPages) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-layer-pages", 4, 4, 16);
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<float> states = MakeStates(spec, 17);
+  const std::vector<uint8_t> blobs = EncodeBlobs(spec, states);
+  ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(8), 1), blobs).ok());
+  const size_t layer_bytes = blobs.size() / 4;
+  // Dense fp32 [dv][dk] of heads 1..2, layer by layer: the whole get's layer slices.
+  auto dense_all =
+      client_->Get({ns.id, TestHash(8), {1, 3}, DenseEncoding{DType::kFp32, Layout::kVK}});
+  ASSERT_TRUE(dense_all.ok()) << dense_all.status();
+  const size_t dense_layer = dense_all->bytes.size() / 4;
+  struct Path {
+    client::Transport transport;
+    client::TransferChannel channel;
+  };
+  for (const Path path : {Path{client::Transport::kUcx, client::TransferChannel::kSharedMemory},
+                          Path{client::Transport::kUcx, client::TransferChannel::kRpc},
+                          Path{client::Transport::kInline, client::TransferChannel::kAuto}}) {
+    SCOPED_TRACE(absl::StrCat("transport ", static_cast<int>(path.transport), " channel ",
+                              static_cast<int>(path.channel)));
+    auto engine = Attach("layer-pages", {path.transport}, path.channel);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    constexpr size_t kPage = 64 << 10;
+    std::vector<uint8_t> pages(4 * kPage, 0xA5);
+    auto id = (*engine)->RegisterBuffer(pages.data(), pages.size(), client::MemoryKind::kHost);
+    ASSERT_TRUE(id.ok()) << id.status();
+    for (int layer : {2, 0, 3, 1}) {
+      client::GetRequest q{ns.id, TestHash(8), {}, std::nullopt};
+      q.layers = {layer, layer + 1};
+      auto got = (*engine)->GetInto(q, *id, layer * kPage);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->first_layer, layer);
+      EXPECT_EQ(got->layers, 1);
+      ASSERT_EQ(got->total_bytes, layer_bytes);
+      const std::vector<uint8_t> want(blobs.begin() + layer * layer_bytes,
+                                      blobs.begin() + (layer + 1) * layer_bytes);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), pages.begin() + layer * kPage))
+          << "layer " << layer;
+      EXPECT_EQ(got->crc32c, client::Crc32c(want));
+      EXPECT_EQ(pages[layer * kPage + layer_bytes], 0xA5) << "nothing past the layer";
+    }
+    client::GetRequest dense{ns.id, TestHash(8), {1, 3}, DenseEncoding{DType::kFp32, Layout::kVK}};
+    dense.layers = {1, 3};
+    auto got = (*engine)->GetInto(dense, *id, 0);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->total_bytes, 2 * dense_layer);
+    EXPECT_TRUE(std::equal(dense_all->bytes.begin() + dense_layer,
+                           dense_all->bytes.begin() + 3 * dense_layer, pages.begin()));
+    std::fill(pages.begin(), pages.end(), 0xA5);
+    for (const client::LayerRange bad : {client::LayerRange{2, 2}, client::LayerRange{3, 5},
+                                         client::LayerRange{4, 5}, client::LayerRange{2, 1}}) {
+      client::GetRequest q{ns.id, TestHash(8), {}, std::nullopt};
+      q.layers = bad;
+      auto refused = (*engine)->GetInto(q, *id, 0);
+      EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+          << bad.begin << ".." << bad.end << ": " << refused.status();
+    }
+    EXPECT_TRUE(std::all_of(pages.begin(), pages.end(), [](uint8_t x) { return x == 0xA5; }));
+  }
+  EXPECT_EQ(Stats().leases, 0u);
 }
 
 // The value of the series `name` whose label set holds every one of `labels`, from a /metrics

@@ -28,6 +28,11 @@
 namespace leapcache::client {
 namespace {
 
+// The most bytes one get's result takes in a batch's answer: the service's bound
+// (kMaxBatchGetResultBytes, data_plane_service.h), by which it refuses a channel batch whose
+// answer might not fit.
+constexpr size_t kBatchGetResultBytes = 512;
+
 // A buffer the engine registered: where its bytes are, and its registration with the session's
 // backend (which says where the service's transfers land: the buffer, or its staging buffer).
 struct LocalBuffer {
@@ -173,6 +178,63 @@ struct AttachedEngine::Impl {
       return absl::DataLossError(absl::StrCat("the transfer channel replied code ", reply->code()));
     }
     return *st;
+  }
+  // A get of an in-band backend: the checkpoint over the client's Get stream, copied into `b`.
+  absl::StatusOr<TransferredCheckpoint> GetInBand(const GetRequest& request, const LocalBuffer& b,
+                                                  uint64_t offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    LC_ASSIGN_OR_RETURN(Checkpoint got, client->Get(request));
+    LC_RETURN_IF_ERROR(CheckRange(b, offset, got.bytes.size(), "the checkpoint at offset"));
+    LC_RETURN_IF_ERROR(CopyIntoBuffer(b, offset, got.bytes.data(), got.bytes.size()));
+    TransferredCheckpoint out;
+    out.position = got.position;
+    out.heads = got.heads;
+    out.first_layer = got.first_layer;
+    out.layers = got.layers;
+    out.dk = got.dk;
+    out.dv = got.dv;
+    out.kind = got.kind;
+    out.format = got.format;
+    out.blob_bytes = got.blob_bytes;
+    out.state_bytes = got.state_bytes;
+    out.side_bytes = got.side_bytes;
+    out.total_bytes = got.bytes.size();
+    out.dense = got.dense;
+    out.crc32c = Crc32c(got.bytes);
+    return out;
+  }
+  // The rest of a get the service answered with `r`: the bytes received where the backend is
+  // two-sided, checked against the service's CRC-32C where they landed, and copied out of the
+  // staging buffer where the buffer has one.
+  absl::StatusOr<TransferredCheckpoint> FinishGet(const v1::TransferGetResponse& r,
+                                                  const LocalBuffer& b, uint64_t offset)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    LC_ASSIGN_OR_RETURN(TransferredCheckpoint out, FromHeader(r.header()));
+    if (absl::Status st = CheckRange(b, offset, out.total_bytes, "the service's write"); !st.ok()) {
+      return absl::DataLossError(st.message());
+    }
+    if (out.total_bytes > 0) {
+      // A two-sided backend: the service posted the checkpoint as one send before answering,
+      // so receive it now (one-sided backends have it already).
+      const absl::Time deadline = absl::Now() + options.transfer_timeout;
+      LC_RETURN_IF_ERROR(
+          link->Post({}, std::span<uint8_t>(b.ptr + offset, out.total_bytes), deadline));
+      LC_RETURN_IF_ERROR(link->Wait(deadline));
+    }
+    // The bytes as they landed: in host memory, or device memory the service wrote directly
+    // (CUDA IPC, NCCL, UCX with CUDA support), checked where it is.
+    const uint8_t* landed = b.transfer_base() + offset;
+    if (b.memory == MemoryKind::kCuda && !b.staged()) {
+      LC_ASSIGN_OR_RETURN(out.crc32c, transport::DeviceCrc32c(landed, out.total_bytes));
+    } else {
+      out.crc32c = Crc32c({landed, out.total_bytes});
+    }
+    if (out.crc32c != r.crc32c()) {
+      return absl::DataLossError(absl::StrCat("the bytes that landed have CRC-32C ", out.crc32c,
+                                              ", the service sent ", r.crc32c()));
+    }
+    if (b.staged()) LC_RETURN_IF_ERROR(CopyIntoBuffer(b, offset, landed, out.total_bytes));
+    return out;
   }
   // Sends a registration's descriptor to the service; the service's buffer id.
   absl::StatusOr<uint64_t> RegisterRemote(const transport::BufferDescriptor& d) {
@@ -431,6 +493,31 @@ absl::StatusOr<LookupResult> AttachedEngine::Lookup(const LookupRequest& request
   return std::move(one->front());
 }
 
+namespace {
+
+// The data-plane request of a get into `b` at `offset`.
+void BuildGet(const GetRequest& request, uint64_t session_id, uint64_t tag, const LocalBuffer& b,
+              uint64_t offset, v1::TransferGetRequest* q) {
+  q->set_session_id(session_id);
+  q->set_namespace_id(request.namespace_id);
+  q->set_namespace_tag(tag);
+  q->set_hash(HashBytes(request.hash));
+  bool present = false;
+  ToProto(request.heads, &present, q->mutable_heads());
+  if (!present) q->clear_heads();
+  ToProto(request.layers, &present, q->mutable_layers());
+  if (!present) q->clear_layers();
+  if (request.dense.has_value()) {
+    ToProto(*request.dense, q->mutable_dense());
+  } else {
+    q->mutable_compact();
+  }
+  q->set_buffer_id(b.remote_id);
+  q->set_offset(offset);
+}
+
+}  // namespace
+
 absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& request,
                                                               BufferId buffer, uint64_t offset) {
   Impl& m = *impl_;
@@ -440,54 +527,12 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
   absl::StatusOr<LocalBuffer*> found = m.Find(buffer);
   if (!found.ok()) return found.status();
   const LocalBuffer& b = **found;
-
-  if (m.backend->in_band) {
-    absl::StatusOr<Checkpoint> got = m.client->Get(request);
-    if (!got.ok()) return got.status();
-    if (absl::Status st = CheckRange(b, offset, got->bytes.size(), "the checkpoint at offset");
-        !st.ok()) {
-      return st;
-    }
-    if (absl::Status st = CopyIntoBuffer(b, offset, got->bytes.data(), got->bytes.size());
-        !st.ok()) {
-      return st;
-    }
-    TransferredCheckpoint out;
-    out.position = got->position;
-    out.heads = got->heads;
-    out.first_layer = got->first_layer;
-    out.layers = got->layers;
-    out.dk = got->dk;
-    out.dv = got->dv;
-    out.kind = got->kind;
-    out.format = got->format;
-    out.blob_bytes = got->blob_bytes;
-    out.state_bytes = got->state_bytes;
-    out.side_bytes = got->side_bytes;
-    out.total_bytes = got->bytes.size();
-    out.dense = got->dense;
-    out.crc32c = Crc32c(got->bytes);
-    return out;
-  }
+  if (m.backend->in_band) return m.GetInBand(request, b, offset);
 
   v1::TransferChannelRequest through;
   v1::TransferGetRequest& q = *through.mutable_get();
-  q.set_session_id(m.session_id);
-  q.set_namespace_id(request.namespace_id);
-  q.set_namespace_tag(m.client->RegisteredTag(request.namespace_id).value_or(0));
-  q.set_hash(HashBytes(request.hash));
-  bool present = false;
-  ToProto(request.heads, &present, q.mutable_heads());
-  if (!present) q.clear_heads();
-  ToProto(request.layers, &present, q.mutable_layers());
-  if (!present) q.clear_layers();
-  if (request.dense.has_value()) {
-    ToProto(*request.dense, q.mutable_dense());
-  } else {
-    q.mutable_compact();
-  }
-  q.set_buffer_id(b.remote_id);
-  q.set_offset(offset);
+  BuildGet(request, m.session_id, m.client->RegisteredTag(request.namespace_id).value_or(0), b,
+           offset, &q);
   LC_ASSIGN_OR_RETURN(m.last_through_channel, m.UseChannel());
   v1::TransferChannelReply reply;  // through the channel: the answer is reply.get()
   v1::TransferGetResponse answer;  // as the RPC's response
@@ -502,36 +547,99 @@ absl::StatusOr<TransferredCheckpoint> AttachedEngine::GetInto(const GetRequest& 
         m.RunTransfer([&] { return FromGrpcStatus(m.stub->TransferGet(&c, q, &answer)); }));
   }
   // Taken only now: parsing the channel's reply replaces its submessages.
-  const v1::TransferGetResponse& r = m.last_through_channel ? reply.get() : answer;
-  absl::StatusOr<TransferredCheckpoint> out = FromHeader(r.header());
-  if (!out.ok()) return out.status();
-  if (absl::Status st = CheckRange(b, offset, out->total_bytes, "the service's write"); !st.ok()) {
-    return absl::DataLossError(st.message());
+  return m.FinishGet(m.last_through_channel ? reply.get() : answer, b, offset);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<TransferredCheckpoint>>> AttachedEngine::GetBatch(
+    std::span<const GetItem> items) {
+  Impl& m = *impl_;
+  if (items.empty() || items.size() > kMaxGetBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a get batch holds 1..", kMaxGetBatch, " gets, not ", items.size()));
   }
-  if (out->total_bytes > 0) {
-    // A two-sided backend: the service posted the checkpoint as one send before answering, so
-    // receive it now (one-sided backends have it already).
-    const absl::Time deadline = absl::Now() + m.options.transfer_timeout;
-    LC_RETURN_IF_ERROR(
-        m.link->Post({}, std::span<uint8_t>(b.ptr + offset, out->total_bytes), deadline));
-    LC_RETURN_IF_ERROR(m.link->Wait(deadline));
+  std::vector<absl::StatusOr<TransferredCheckpoint>> results(items.size(),
+                                                             absl::UnknownError("not answered"));
+  {
+    absl::MutexLock lock(&m.mu);
+    if (absl::Status st = m.CheckAttached(); !st.ok()) return st;
   }
-  // The bytes as they landed: in host memory, or device memory the service wrote directly (CUDA
-  // IPC, NCCL, UCX with CUDA support), checked where it is.
-  const uint8_t* landed = b.transfer_base() + offset;
-  if (b.memory == MemoryKind::kCuda && !b.staged()) {
-    LC_ASSIGN_OR_RETURN(out->crc32c, transport::DeviceCrc32c(landed, out->total_bytes));
-  } else {
-    out->crc32c = Crc32c({landed, out->total_bytes});
+  // In band or two-sided: each get is its own call.
+  if (m.backend->in_band || m.link->two_sided()) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      results[i] = GetInto(items[i].request, items[i].buffer, items[i].offset);
+    }
+    return results;
   }
-  if (out->crc32c != r.crc32c()) {
-    return absl::DataLossError(absl::StrCat("the bytes that landed have CRC-32C ", out->crc32c,
-                                            ", the service sent ", r.crc32c()));
+  absl::MutexLock lock(&m.mu);
+  // The gets to send (their index), each checked here first: a bad one fails alone.
+  std::vector<size_t> sent;
+  std::vector<const LocalBuffer*> into(items.size(), nullptr);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (absl::Status st = CheckLayers(items[i].request.layers); !st.ok()) {
+      results[i] = st;
+      continue;
+    }
+    absl::StatusOr<LocalBuffer*> found = m.Find(items[i].buffer);
+    if (!found.ok()) {
+      results[i] = found.status();
+      continue;
+    }
+    into[i] = *found;
+    sent.push_back(i);
   }
-  if (b.staged()) {
-    if (absl::Status st = CopyIntoBuffer(b, offset, landed, out->total_bytes); !st.ok()) return st;
+  LC_ASSIGN_OR_RETURN(m.last_through_channel, m.UseChannel());
+  // A channel answers as many gets as its mailbox holds answers for (data_plane_service.h).
+  const size_t per_call =
+      m.last_through_channel
+          ? std::max<size_t>(1, (m.transfer_channel->capacity() - 64) / kBatchGetResultBytes)
+          : kMaxGetBatch;
+  for (size_t first = 0; first < sent.size(); first += per_call) {
+    const size_t n = std::min(per_call, sent.size() - first);
+    v1::TransferChannelRequest through;
+    v1::TransferGetBatchRequest& q = *through.mutable_gets();
+    q.set_session_id(m.session_id);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = sent[first + k];
+      const GetRequest& request = items[i].request;
+      BuildGet(request, m.session_id, m.client->RegisteredTag(request.namespace_id).value_or(0),
+               *into[i], items[i].offset, q.add_gets());
+    }
+    v1::TransferChannelReply reply;
+    v1::TransferGetBatchResponse answer;
+    absl::Status called;
+    if (m.last_through_channel) {
+      through.set_timeout_us(
+          static_cast<uint64_t>(absl::ToInt64Microseconds(m.options.transfer_timeout)));
+      called = m.RunTransfer([&] { return m.ChannelTransfer(through, &reply); });
+    } else {
+      grpc::ClientContext c;
+      m.Deadline(&c, m.options.transfer_timeout);
+      called =
+          m.RunTransfer([&] { return FromGrpcStatus(m.stub->TransferGetBatch(&c, q, &answer)); });
+    }
+    const v1::TransferGetBatchResponse& r = m.last_through_channel ? reply.gets() : answer;
+    if (called.ok() && r.results_size() != static_cast<int>(n)) {
+      called = absl::DataLossError(
+          absl::StrCat("the service answered ", r.results_size(), " of a batch of ", n, " gets"));
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = sent[first + k];
+      if (!called.ok()) {
+        results[i] = called;
+        continue;
+      }
+      const v1::TransferGetBatchResult& one = r.results(static_cast<int>(k));
+      std::optional<absl::Status> st = ReplyStatus(one.code(), one.message());
+      if (!st.has_value()) {
+        results[i] = absl::DataLossError(absl::StrCat("the service answered code ", one.code()));
+      } else if (!st->ok()) {
+        results[i] = *st;
+      } else {
+        results[i] = m.FinishGet(one.get(), *into[i], items[i].offset);
+      }
+    }
   }
-  return out;
+  return results;
 }
 
 absl::Status AttachedEngine::PutFrom(const PutTarget& target,

@@ -117,6 +117,9 @@ class EngineBackend {
   virtual absl::StatusOr<std::unique_ptr<EngineBuffer>> Register(void* ptr, size_t bytes,
                                                                  MemoryKind memory) = 0;
 
+  // Whether transfers need the engine's Post to match the service's (NCCL's send/recv): such a
+  // link moves one transfer per answered call, so its gets cannot be batched.
+  virtual bool two_sided() const { return false; }
   // The engine's half of a transfer the service is about to run (two-sided backends): `send`
   // is what the service reads from the buffer's own memory, `receive` what it writes there.
   // Posts are answered by Wait; one-sided backends do nothing.

@@ -133,6 +133,59 @@ int leapcache_engine_get_layers_into(leapcache_engine* engine, uint32_t namespac
   });
 }
 
+int leapcache_engine_get_batch(leapcache_engine* engine, const leapcache_engine_get* gets, size_t n,
+                               leapcache_checkpoint_info* infos, int32_t* codes) {
+  return Guard([&] {
+    leapcache::c_api::ClearBatchErrors();
+    if (absl::Status st = CheckNotNull(engine, "engine"); !st.ok()) return Fail(st);
+    if (n > 0) {
+      for (const auto& [p, what] : {std::pair<const void*, const char*>{gets, "gets"},
+                                    {infos, "infos"},
+                                    {codes, "codes"}}) {
+        if (absl::Status st = CheckNotNull(p, what); !st.ok()) return Fail(st);
+      }
+    }
+    std::vector<lc::GetItem> items(n);
+    for (size_t i = 0; i < n; ++i) {
+      const leapcache_engine_get& g = gets[i];
+      const std::string what = absl::StrCat("gets[", i, "]");
+      if (absl::Status st = CheckStruct(&g, what.c_str()); !st.ok()) return Fail(st);
+      const std::string out = absl::StrCat("infos[", i, "]");
+      if (absl::Status st = CheckStruct(&infos[i], out.c_str()); !st.ok()) return Fail(st);
+      if (g.hash == nullptr) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(what, ".hash is NULL")));
+      }
+      auto dense = leapcache::c_api::ToEncoding(g.encoding);
+      if (!dense.ok()) {
+        return Fail(absl::Status(dense.status().code(),
+                                 absl::StrCat(what, ": ", dense.status().message())));
+      }
+      lc::GetItem& item = items[i];
+      item.request.namespace_id = g.namespace_id;
+      item.request.hash = leapcache::c_api::ToHash(g.hash);
+      item.request.heads = leapcache::c_api::ToHeads(g.heads);
+      item.request.layers = leapcache::c_api::ToLayers(g.layers);
+      item.request.dense = *dense;
+      item.buffer = g.buffer_id;
+      item.offset = g.offset;
+    }
+    absl::StatusOr<std::vector<absl::StatusOr<lc::TransferredCheckpoint>>> answers =
+        engine->engine->GetBatch(items);
+    if (!answers.ok()) return Fail(answers.status());
+    for (size_t i = 0; i < n; ++i) {
+      const absl::StatusOr<lc::TransferredCheckpoint>& a = (*answers)[i];
+      codes[i] = static_cast<int32_t>(a.status().code());
+      if (a.ok()) {
+        infos[i] = leapcache::c_api::FromCheckpoint(*a, a->total_bytes);
+        infos[i].crc32c = a->crc32c;
+      } else {
+        leapcache::c_api::SetBatchError(i, a.status().message());
+      }
+    }
+    return 0;
+  });
+}
+
 int leapcache_engine_put_from(leapcache_engine* engine, const leapcache_put_target* target,
                               const leapcache_encoding* encoding, uint64_t buffer_id,
                               uint64_t offset, uint64_t length) {

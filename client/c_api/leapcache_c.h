@@ -386,6 +386,25 @@ int leapcache_engine_get_layers_into(leapcache_engine* engine, uint32_t namespac
                                      const leapcache_layer_range* layers,
                                      const leapcache_encoding* encoding, uint64_t buffer_id,
                                      uint64_t offset, leapcache_checkpoint_info* out);
+/* One get of leapcache_engine_get_batch: leapcache_engine_get_layers_into's arguments. */
+typedef struct {
+  uint32_t struct_size;
+  uint32_t namespace_id;
+  const uint8_t* hash;
+  const leapcache_head_range* heads;   /* NULL: all heads */
+  const leapcache_layer_range* layers; /* NULL: every layer */
+  const leapcache_encoding* encoding;  /* NULL: compact */
+  uint64_t buffer_id;
+  uint64_t offset;
+} leapcache_engine_get;
+
+/* n gets (1..4096: a scheduler step's checkpoints, or each layer into its own page) in as few
+ * calls as the transport allows (data_plane.h, GetBatch). Returns 0 when the batch was answered:
+ * then codes[i] is 0 and infos[i] describes what gets[i] wrote, or codes[i] is the code its get
+ * failed with and leapcache_batch_error(i) its message. Nonzero: nothing was answered (n outside
+ * 1..4096, a bad argument, a detached engine). */
+int leapcache_engine_get_batch(leapcache_engine* engine, const leapcache_engine_get* gets, size_t n,
+                               leapcache_checkpoint_info* infos, int32_t* codes);
 /* Puts the `length` bytes at `offset` of the registered buffer, as leapcache_put_from. */
 int leapcache_engine_put_from(leapcache_engine* engine, const leapcache_put_target* target,
                               const leapcache_encoding* encoding, uint64_t buffer_id,

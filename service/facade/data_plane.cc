@@ -175,6 +175,19 @@ absl::Status DataPlane::ReleaseBuffer(const DataPlaneCall& call, uint64_t sessio
   return absl::OkStatus();
 }
 
+absl::Status DataPlane::CheckBatchable(const DataPlaneCall& call, uint64_t session_id) {
+  LC_ASSIGN_OR_RETURN(EngineSessionTable::Use use, SessionFor(call, session_id));
+  EngineSession& s = *use;
+  absl::MutexLock lock(&s.mu);
+  LC_RETURN_IF_ERROR(CheckTransferable(s));
+  if (s.connection->two_sided()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session ", session_id, "'s transport (", transport::TransportName(s.connection->kind()),
+        ") is two-sided: its gets run one call each"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GetResult> DataPlane::Get(const DataPlaneCall& call, uint64_t session_id,
                                          uint64_t buffer_id, uint64_t offset,
                                          absl::FunctionRef<absl::StatusOr<ReadRequest>()> request,

@@ -136,6 +136,10 @@ class DataPlane {
                                           const transport::BufferDescriptor& buffer);
   absl::Status ReleaseBuffer(const DataPlaneCall& call, uint64_t session_id, uint64_t buffer_id);
 
+  // Whether the session's gets may run as a batch answered once: FAILED_PRECONDITION over a
+  // two-sided transport (its engine receives each get's bytes only once it has the answer, so a
+  // second get would wait for the first forever); the session's errors as for Get.
+  absl::Status CheckBatchable(const DataPlaneCall& call, uint64_t session_id);
   // Writes a checkpoint into the engine's buffer at `offset`. `request` parses and authorizes the
   // read once the session is settled. OUT_OF_RANGE if the bytes leave the buffer; the reader's,
   // the transport's and the request's errors otherwise. A transport failure that leaves the link

@@ -157,6 +157,34 @@ absl::Status DataPlaneService::RunGet(const DataPlaneCall& call,
   return absl::OkStatus();
 }
 
+absl::Status DataPlaneService::RunGetBatch(const DataPlaneCall& call,
+                                           const v1::TransferGetBatchRequest& request,
+                                           v1::TransferGetBatchResponse* response) {
+  if (request.gets_size() == 0 || request.gets_size() > kMaxGetBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a get batch holds 1..", kMaxGetBatch, " gets, not ", request.gets_size()));
+  }
+  for (int i = 0; i < request.gets_size(); ++i) {
+    if (request.gets(i).session_id() != request.session_id()) {
+      return absl::InvalidArgumentError(absl::StrCat("gets[", i, "] names session ",
+                                                     request.gets(i).session_id(), ", the batch ",
+                                                     request.session_id()));
+    }
+  }
+  LC_RETURN_IF_ERROR(plane_->CheckBatchable(call, request.session_id()));
+  response->mutable_results()->Reserve(request.gets_size());
+  for (const v1::TransferGetRequest& get : request.gets()) {
+    v1::TransferGetBatchResult* result = response->add_results();
+    const absl::Status st = RunGet(call, get, result->mutable_get());
+    if (!st.ok()) {
+      result->clear_get();
+      result->set_code(static_cast<int32_t>(st.code()));
+      result->set_message(std::string(st.message().substr(0, kMaxBatchResultMessage)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DataPlaneService::RunPut(const DataPlaneCall& call,
                                       const v1::TransferPutRequest& request,
                                       v1::TransferPutResponse* response) {
@@ -191,6 +219,14 @@ grpc::Status DataPlaneService::TransferGet(grpc::ServerContext* context,
   absl::StatusOr<std::string> caller = auth_->Caller(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   return ToGrpcStatus(RunGet(DataPlaneCallOf(*context, *caller), *request, response));
+}
+
+grpc::Status DataPlaneService::TransferGetBatch(grpc::ServerContext* context,
+                                                const v1::TransferGetBatchRequest* request,
+                                                v1::TransferGetBatchResponse* response) {
+  absl::StatusOr<std::string> caller = auth_->Caller(*context);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return ToGrpcStatus(RunGetBatch(DataPlaneCallOf(*context, *caller), *request, response));
 }
 
 grpc::Status DataPlaneService::TransferPut(grpc::ServerContext* context,
@@ -232,6 +268,21 @@ void DataPlaneService::AnswerChannelRequest(const DataPlaneCall& open, uint64_t 
         st = q.put().session_id() != session_id ? misdirected(q.put().session_id())
                                                 : RunPut(call, q.put(), r.mutable_put());
         break;
+      case v1::TransferChannelRequest::kGets:
+        op = TransferOp::kGet;
+        if (q.gets().session_id() != session_id) {
+          st = misdirected(q.gets().session_id());
+        } else if (q.gets().gets_size() * kMaxBatchGetResultBytes + 64 >
+                   channels_.mailbox.capacity) {
+          st = absl::ResourceExhaustedError(absl::StrCat(
+              "a batch of ", q.gets().gets_size(), " gets may take more than the channel's ",
+              channels_.mailbox.capacity, " bytes to answer: send at most ",
+              (channels_.mailbox.capacity - 64) / kMaxBatchGetResultBytes,
+              " through it, or the batch over TransferGetBatch"));
+        } else {
+          st = RunGetBatch(call, q.gets(), r.mutable_gets());
+        }
+        break;
       case v1::TransferChannelRequest::kLookups:
         op = TransferOp::kLookup;
         st = AnswerLookupBatch(*auth_, *store_, std::string(open.caller), q.lookups(),
@@ -239,7 +290,7 @@ void DataPlaneService::AnswerChannelRequest(const DataPlaneCall& open, uint64_t 
         break;
       default:
         st = absl::InvalidArgumentError(
-            "a transfer channel request names neither get, put nor lookups");
+            "a transfer channel request names no get, gets, put or lookups");
     }
   }
   const size_t capacity = channels_.mailbox.capacity;
@@ -251,6 +302,7 @@ void DataPlaneService::AnswerChannelRequest(const DataPlaneCall& open, uint64_t 
   }
   if (!st.ok()) {
     r.clear_get();
+    r.clear_gets();
     r.clear_put();
     r.clear_lookups();
   }

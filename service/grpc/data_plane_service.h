@@ -34,9 +34,17 @@ DataPlaneCall DataPlaneCallOf(const grpc::ServerContext& context, std::string_vi
 
 struct TransferChannelOptions {
   bool enabled = true;
-  // A request is a serialized TransferGetRequest or TransferPutRequest (well under 1 KiB).
-  MailboxChannelOptions mailbox{.capacity = 16 << 10};
+  // A get or put request takes well under 1 KiB; batches of lookups and gets take what their
+  // answers need (kMaxBatchGetResultBytes a get: 128 gets at 64 KiB).
+  MailboxChannelOptions mailbox{.capacity = 64 << 10};
 };
+
+// The most gets of one TransferGetBatch, and the most bytes one get's result may take in its
+// answer (its header, CRC, code and a message cut to kMaxBatchResultMessage bytes), by which a
+// channel bounds a batch before running it.
+inline constexpr int kMaxGetBatch = 4096;
+inline constexpr size_t kMaxBatchResultMessage = 256;
+inline constexpr size_t kMaxBatchGetResultBytes = 512;
 
 class DataPlaneService final : public v1::DataPlane::Service {
  public:
@@ -59,6 +67,9 @@ class DataPlaneService final : public v1::DataPlane::Service {
                              v1::ReleaseBufferResponse* response) override;
   grpc::Status TransferGet(grpc::ServerContext* context, const v1::TransferGetRequest* request,
                            v1::TransferGetResponse* response) override;
+  grpc::Status TransferGetBatch(grpc::ServerContext* context,
+                                const v1::TransferGetBatchRequest* request,
+                                v1::TransferGetBatchResponse* response) override;
   grpc::Status TransferPut(grpc::ServerContext* context, const v1::TransferPutRequest* request,
                            v1::TransferPutResponse* response) override;
   grpc::Status OpenTransferChannel(grpc::ServerContext* context,
@@ -75,6 +86,10 @@ class DataPlaneService final : public v1::DataPlane::Service {
   // A transfer of `call`'s caller, as its RPC and a channel's request run it.
   absl::Status RunGet(const DataPlaneCall& call, const v1::TransferGetRequest& request,
                       v1::TransferGetResponse* response);
+  // The batch's own checks (INVALID_ARGUMENT for the whole call), then each get as RunGet runs
+  // it, its status in its result.
+  absl::Status RunGetBatch(const DataPlaneCall& call, const v1::TransferGetBatchRequest& request,
+                           v1::TransferGetBatchResponse* response);
   absl::Status RunPut(const DataPlaneCall& call, const v1::TransferPutRequest& request,
                       v1::TransferPutResponse* response);
 

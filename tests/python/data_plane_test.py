@@ -129,3 +129,30 @@ def test_attach_arguments_and_close(client):
     with pytest.raises(leapcache.ClientClosedError):
         engine.register(np.zeros(16, np.uint8))
     assert client.health()  # the Client it came from is untouched
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_batch_gets_and_layer_pages(client, tenant, transport):
+    """batch_get_into answers every item as get_into would (a missing key fails alone), whole
+    checkpoints and one layer of each into its own page of a registered slab."""
+    with attach(client, transport, f"batch-{transport}") as engine:
+        ns = register(engine.client, tenant, layers=3, format="leap8")
+        chain = leapcache.chain_hashes(list(range(16 * 3)), 16, salt=tenant)
+        rng = np.random.default_rng(8)
+        for key in chain[:2]:
+            engine.client.put_from(ns, key, rng.standard_normal(ns.state_shape()).astype(
+                np.float32))
+        want = [client.get(ns, key, dtype="uint8") for key in chain[:2]]
+        slab = np.zeros((3,) + ns.compact_shape(), np.uint8)
+        engine.register(slab)
+        got = engine.batch_get_into(ns, [chain[1], chain[2], chain[0]], list(slab))
+        assert isinstance(got[1], leapcache.NotFoundError)
+        assert got[0].total_bytes == want[1].nbytes and got[2].layers == 3
+        assert np.array_equal(slab[0], want[1]) and np.array_equal(slab[2], want[0])
+        assert not slab[1].any()
+        # Layer 2 of both checkpoints, each into a one-layer page.
+        pages = np.zeros((2, 1) + ns.compact_shape()[1:], np.uint8)
+        engine.register(pages)
+        got = engine.batch_get_into(ns, chain[:2], list(pages), layers=(2, 3))
+        assert [g.first_layer for g in got] == [2, 2]
+        assert np.array_equal(pages[0][0], want[0][2]) and np.array_equal(pages[1][0], want[1][2])

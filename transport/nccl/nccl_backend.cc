@@ -52,6 +52,7 @@ class NcclEngine final : public EngineBackend {
  public:
   NcclEngine(int device, std::string uuid) : device_(device), uuid_(std::move(uuid)) {}
   TransportKind kind() const override { return TransportKind::kNccl; }
+  bool two_sided() const override { return true; }
   bool cuda_memory() const override { return true; }
   // The service tells the engine's GPU from its own by UUID.
   std::optional<std::string> gpu_uuid() const override { return uuid_; }

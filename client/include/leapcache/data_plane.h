@@ -109,6 +109,15 @@ struct TransferredCheckpoint {
   uint32_t crc32c = 0;
 };
 
+// One get of a batch (AttachedEngine::GetBatch): the checkpoint (or its head and layer range)
+// into `buffer` at `offset`.
+struct GetItem {
+  GetRequest request;
+  BufferId buffer = 0;
+  uint64_t offset = 0;
+};
+inline constexpr size_t kMaxGetBatch = 4096;
+
 class AttachedEngine {
  public:
   // INVALID_ARGUMENT for bad options or identity; UNAVAILABLE if the service cannot be reached;
@@ -137,6 +146,15 @@ class AttachedEngine {
   // buffer. OUT_OF_RANGE if it does not fit; the service's errors otherwise.
   absl::StatusOr<TransferredCheckpoint> GetInto(const GetRequest& request, BufferId buffer,
                                                 uint64_t offset);
+  // 1..kMaxGetBatch gets in as few calls as the transport allows: a scheduler step's
+  // checkpoints, or each layer of one (GetRequest::layers) into the page the engine keeps for
+  // it. results[i] answers items[i] exactly as GetInto would (a bad or missing one fails alone,
+  // checked before anything is sent where it can be). Through the transfer channel a call
+  // carries as many gets as the mailbox holds answers for (128 at 64 KiB), over the RPC up to
+  // 4096; NCCL and inline gRPC run one get per call. The outer status: a batch of no or too
+  // many gets, or a detached engine.
+  absl::StatusOr<std::vector<absl::StatusOr<TransferredCheckpoint>>> GetBatch(
+      std::span<const GetItem> items);
   // Puts the `length` bytes at `offset` of the buffer: (layer, head)-ordered v1 blobs
   // (dense == nullopt) or dense states, as PutCompact / PutDense take them.
   absl::Status PutFrom(const PutTarget& target, const std::optional<DenseEncoding>& dense,

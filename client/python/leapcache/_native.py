@@ -105,6 +105,19 @@ class LookupRequest(Structure):
                 ("block_tokens", c_int64)]
 
 
+class EngineGet(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("namespace_id", c_uint32),
+        ("hash", c_void_p),
+        ("heads", POINTER(HeadRange)),
+        ("layers", POINTER(LayerRange)),
+        ("encoding", POINTER(Encoding)),
+        ("buffer_id", c_uint64),
+        ("offset", c_uint64),
+    ]
+
+
 class PutTarget(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -302,6 +315,8 @@ _PROTOTYPES = {
     "leapcache_engine_get_layers_into": (c_int, [_ENGINE, c_uint32, c_void_p, POINTER(HeadRange),
                                                  POINTER(LayerRange), POINTER(Encoding),
                                                  c_uint64, c_uint64, POINTER(CheckpointInfo)]),
+    "leapcache_engine_get_batch": (c_int, [_ENGINE, POINTER(EngineGet), c_size_t,
+                                           POINTER(CheckpointInfo), POINTER(c_int32)]),
     "leapcache_engine_put_from": (c_int, [_ENGINE, POINTER(PutTarget), POINTER(Encoding),
                                           c_uint64, c_uint64, c_uint64]),
     "leapcache_engine_detach": (c_int, [_ENGINE]),

@@ -238,6 +238,96 @@ TEST_F(DataPlaneTest, LayerRangesFillPerLayerPages) {
   EXPECT_EQ(Stats().leases, 0u);
 }
 
+// A batch of gets answers each exactly as GetInto would, in order, over UCX (the transfer
+// channel, split into as many channel calls as its mailbox holds answers for, and the RPC) and
+// inline: per-layer pages of one checkpoint, a whole other one, and gets that fail alone (a
+// missing key, a bad layer range, an unknown buffer) without touching the others' bytes. The
+// RPC refuses a batch of no gets or of another session's get as a whole.
+TEST_F(DataPlaneTest, GetBatchesAnswerEachGetAsGetIntoWould) {
+  const client::NamespaceSpec spec = SmallNamespace("tenant-get-batch", 4, 2, 16);
+  const client::NamespaceInfo ns = Register(spec);
+  const std::vector<uint8_t> a = EncodeBlobs(spec, MakeStates(spec, 21));
+  const std::vector<uint8_t> b = EncodeBlobs(spec, MakeStates(spec, 22));
+  ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(30), 1), a).ok());
+  ASSERT_TRUE(client_->PutCompact(Target(ns.id, TestHash(31), 1), b).ok());
+  const size_t layer = a.size() / 4;
+  struct Path {
+    client::Transport transport;
+    client::TransferChannel channel;
+  };
+  for (const Path path : {Path{client::Transport::kUcx, client::TransferChannel::kSharedMemory},
+                          Path{client::Transport::kUcx, client::TransferChannel::kRpc},
+                          Path{client::Transport::kInline, client::TransferChannel::kAuto}}) {
+    SCOPED_TRACE(absl::StrCat("transport ", static_cast<int>(path.transport), " channel ",
+                              static_cast<int>(path.channel)));
+    auto engine = Attach("get-batch", {path.transport}, path.channel);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    // 300 pages of one layer each: more gets than one channel call carries.
+    constexpr size_t kPage = 8 << 10;
+    constexpr size_t kPages = 300;
+    ASSERT_LE(a.size(), 4 * kPage);
+    std::vector<uint8_t> pages(kPages * kPage, 0xA5);
+    auto id = (*engine)->RegisterBuffer(pages.data(), pages.size(), client::MemoryKind::kHost);
+    ASSERT_TRUE(id.ok()) << id.status();
+    std::vector<client::GetItem> items;
+    for (size_t p = 0; p < kPages - 8; ++p) {  // layer p % 4 of a into page p
+      client::GetItem item{{ns.id, TestHash(30), {}, std::nullopt}, *id, p * kPage};
+      item.request.layers = {static_cast<int>(p % 4), static_cast<int>(p % 4) + 1};
+      items.push_back(item);
+    }
+    const size_t whole = items.size();
+    items.push_back({{ns.id, TestHash(31), {}, std::nullopt}, *id, (kPages - 8) * kPage});
+    const size_t missing = items.size();
+    items.push_back({{ns.id, TestHash(32), {}, std::nullopt}, *id, (kPages - 3) * kPage});
+    const size_t bad_layers = items.size();
+    items.push_back({{ns.id, TestHash(30), {}, std::nullopt}, *id, (kPages - 2) * kPage});
+    items.back().request.layers = {3, 9};
+    const size_t bad_buffer = items.size();
+    items.push_back({{ns.id, TestHash(30), {}, std::nullopt}, *id + 100, 0});
+    auto got = (*engine)->GetBatch(items);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), items.size());
+    EXPECT_EQ((*engine)->transferring_through_channel(),
+              path.channel == client::TransferChannel::kSharedMemory);
+    for (size_t p = 0; p < whole; ++p) {
+      const absl::StatusOr<client::TransferredCheckpoint>& r = (*got)[p];
+      ASSERT_TRUE(r.ok()) << p << ": " << r.status();
+      const size_t l = p % 4;
+      EXPECT_EQ(r->first_layer, static_cast<int>(l));
+      ASSERT_EQ(r->total_bytes, layer);
+      EXPECT_TRUE(
+          std::equal(a.begin() + l * layer, a.begin() + (l + 1) * layer, pages.begin() + p * kPage))
+          << "page " << p;
+    }
+    ASSERT_TRUE((*got)[whole].ok()) << (*got)[whole].status();
+    EXPECT_TRUE(std::equal(b.begin(), b.end(), pages.begin() + (kPages - 8) * kPage));
+    EXPECT_EQ((*got)[missing].status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ((*got)[bad_layers].status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*got)[bad_buffer].status().code(), absl::StatusCode::kNotFound);
+    for (size_t p = kPages - 3; p < kPages; ++p) {
+      EXPECT_TRUE(std::all_of(pages.begin() + p * kPage, pages.begin() + (p + 1) * kPage,
+                              [](uint8_t x) { return x == 0xA5; }))
+          << "page " << p << " of a failed get";
+    }
+    EXPECT_EQ((*engine)->GetBatch({}).status().code(), absl::StatusCode::kInvalidArgument);
+    if (path.transport == client::Transport::kUcx) {
+      auto stub = Stub();
+      v1::TransferGetBatchRequest q;
+      q.set_session_id((*engine)->session_id());
+      v1::TransferGetBatchResponse r;
+      grpc::ClientContext c1;
+      EXPECT_EQ(stub->TransferGetBatch(&c1, q, &r).error_code(),
+                grpc::StatusCode::INVALID_ARGUMENT);
+      q.add_gets()->set_session_id((*engine)->session_id() + 1);
+      grpc::ClientContext c2;
+      const grpc::Status other = stub->TransferGetBatch(&c2, q, &r);
+      EXPECT_EQ(other.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << other.error_message();
+      EXPECT_NE(other.error_message().find("names session"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(Stats().leases, 0u);
+}
+
 // The value of the series `name` whose label set holds every one of `labels`, from a /metrics
 // body; -1 if absent.
 double Series(const std::string& body, const std::string& name,

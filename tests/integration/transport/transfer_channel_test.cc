@@ -305,7 +305,8 @@ TEST_F(TransferChannelTest, MisdirectedAndGarbledRequestsGetTheirStatus) {
   v1::TransferChannelRequest q;
   r = ask(q.SerializeAsString());
   EXPECT_EQ(r.code(), code(absl::StatusCode::kInvalidArgument)) << r.message();
-  EXPECT_NE(r.message().find("neither get, put nor lookups"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("names no get, gets, put or lookups"), std::string::npos)
+      << r.message();
 
   v1::TransferGetRequest* get = q.mutable_get();
   get->set_session_id(id + 1);
@@ -334,6 +335,30 @@ TEST_F(TransferChannelTest, MisdirectedAndGarbledRequestsGetTheirStatus) {
   put->set_buffer_id(99);
   r = ask(q.SerializeAsString());
   EXPECT_EQ(r.code(), code(absl::StatusCode::kNotFound)) << r.message();
+  // Batches of gets: another session's, then more gets than the channel has room to answer
+  // (refused before any runs), then one whose get fails alone.
+  v1::TransferGetRequest one;  // the channel's session, an unknown buffer
+  one.set_session_id(id);
+  one.set_namespace_id(ns.id);
+  one.set_hash(std::string(key.begin(), key.end()));
+  one.mutable_compact();
+  one.set_buffer_id(99);
+  v1::TransferGetBatchRequest* batch = q.mutable_gets();
+  batch->set_session_id(id + 1);
+  r = ask(q.SerializeAsString());
+  EXPECT_EQ(r.code(), code(absl::StatusCode::kInvalidArgument)) << r.message();
+  EXPECT_NE(r.message().find("this channel serves"), std::string::npos) << r.message();
+  batch->set_session_id(id);
+  for (int i = 0; i < 200; ++i) *batch->add_gets() = one;
+  r = ask(q.SerializeAsString());
+  EXPECT_EQ(r.code(), code(absl::StatusCode::kResourceExhausted)) << r.message();
+  EXPECT_NE(r.message().find("TransferGetBatch"), std::string::npos) << r.message();
+  batch->mutable_gets()->DeleteSubrange(1, 199);
+  r = ask(q.SerializeAsString());
+  EXPECT_EQ(r.code(), 0) << r.message();
+  ASSERT_EQ(r.gets().results_size(), 1);
+  EXPECT_EQ(r.gets().results(0).code(), code(absl::StatusCode::kNotFound));
+  EXPECT_FALSE(r.gets().results(0).has_get());
   EXPECT_EQ(Metric("leapcache_data_plane_transfer_channels"), 1) << "failed calls keep it";
 
   // A sequence number out of turn, written past the library: the server closes the channel.

@@ -508,6 +508,97 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   return row;
 }
 
+// Gets of a scheduler step: `gets` one-layer reads (get g: layer g % layers of checkpoint
+// g % checkpoints, into a page of its own), one GetInto each against one GetBatch of them all, in
+// rounds that alternate the two (the machine's speed drifts), every page's bytes checked once.
+struct BatchRow {
+  std::string transport, memory, what;
+  int gets = 0;
+  double each_us = 0, batch_us = 0, each_worst_us = 0, batch_worst_us = 0;
+};
+
+BatchRow MeasureBatch(const Flags& f, const std::string& target, uint32_t ns, Transport transport,
+                      MemoryKind memory, const std::string& what, const std::vector<uint8_t>& blobs,
+                      int checkpoints, int gets, uint8_t salt) {
+  client::ClientOptions options;
+  options.target = target;
+  client::EngineIdentity identity;
+  identity.name = "transfer-bench-batch";
+  identity.gpu_index = f.engine_gpu;
+  client::AttachOptions attach;
+  attach.transports = {transport};
+  attach.ucx_transports = f.ucx_tls;
+  attach.transfer_channel = f.channel;
+  auto engine = client::AttachedEngine::Attach(options, identity, attach);
+  if (!engine.ok()) Die("attach", engine.status());
+  const size_t layer_bytes = blobs.size() / kLayers;
+  const size_t page = (layer_bytes + 4095) / 4096 * 4096;
+  EngineBuffer src(memory, blobs.size()), pages(memory, page * gets);
+  src.Fill(blobs);
+  auto src_id = (*engine)->RegisterBuffer(src.data(), src.size(), memory);
+  auto pages_id = (*engine)->RegisterBuffer(pages.data(), pages.size(), memory);
+  if (!src_id.ok()) Die("register", src_id.status());
+  if (!pages_id.ok()) Die("register", pages_id.status());
+  for (int c = 0; c < checkpoints; ++c) {
+    const client::PutTarget t{ns, Key(c, salt), {256, 1}, {}, absl::ZeroDuration()};
+    if (absl::Status st = (*engine)->PutFrom(t, std::nullopt, *src_id, 0, blobs.size()); !st.ok()) {
+      Die(what + " put", st);
+    }
+  }
+  std::vector<client::GetItem> items;
+  for (int g = 0; g < gets; ++g) {
+    client::GetItem item{{ns, Key(g % checkpoints, salt), {}, std::nullopt},
+                         *pages_id,
+                         static_cast<uint64_t>(g) * page};
+    item.request.layers = {g % kLayers, g % kLayers + 1};
+    items.push_back(item);
+  }
+  const auto check = [&] {
+    const std::vector<uint8_t> landed = pages.Read(pages.size());
+    for (int g = 0; g < gets; ++g) {
+      const size_t l = g % kLayers;
+      if (!std::equal(blobs.begin() + l * layer_bytes, blobs.begin() + (l + 1) * layer_bytes,
+                      landed.begin() + g * page)) {
+        Die(what, absl::DataLossError(absl::StrCat("page ", g, " differs")));
+      }
+    }
+  };
+  std::vector<double> each_t, batch_t;
+  for (int r = 0; r < f.reps; ++r) {
+    Clock::time_point t0 = Clock::now();
+    for (const client::GetItem& item : items) {
+      auto got = (*engine)->GetInto(item.request, item.buffer, item.offset);
+      if (!got.ok()) Die(what + " get", got.status());
+    }
+    each_t.push_back(Seconds(Clock::now() - t0));
+    if (r == 0) check();
+    t0 = Clock::now();
+    auto got = (*engine)->GetBatch(items);
+    batch_t.push_back(Seconds(Clock::now() - t0));
+    if (!got.ok()) Die(what + " batch", got.status());
+    for (const auto& one : *got) {
+      if (!one.ok()) Die(what + " batch get", one.status());
+    }
+    if (r == 0) check();
+  }
+  for (int c = 0; c < checkpoints; ++c) {
+    if (absl::Status st = (*engine)->client().Delete(ns, Key(c, salt)); !st.ok()) {
+      Die("delete", st);
+    }
+  }
+  BatchRow row;
+  row.transport = transport == Transport::kInline ? "inline gRPC" : TransportLabel(transport);
+  if ((*engine)->transferring_through_channel()) row.transport += " + channel";
+  row.memory = memory == MemoryKind::kHost ? "host" : "cuda";
+  row.what = what;
+  row.gets = gets;
+  row.each_us = 1e6 * Median(each_t);
+  row.batch_us = 1e6 * Median(batch_t);
+  row.each_worst_us = 1e6 * *absl::c_max_element(each_t);
+  row.batch_worst_us = 1e6 * *absl::c_max_element(batch_t);
+  return row;
+}
+
 int Main(int argc, char** argv) {
   Flags f;
   if (!ParseFlags(argc, argv, &f)) return 2;
@@ -586,6 +677,14 @@ int Main(int argc, char** argv) {
         Measure(f, metrics, target, ns->id, transport, memory, "dense bf16", p.dense_bf16,
                 client::DenseEncoding{client::DType::kBf16, client::Layout::kKV}, ++salt));
   }
+  std::vector<BatchRow> batches;
+  for (const auto& [transport, memory] : runs) {
+    // Every layer of one checkpoint into its own page; four layers of each of 16 checkpoints.
+    batches.push_back(MeasureBatch(f, target, ns->id, transport, memory,
+                                   "32 layers of one checkpoint", p.compact, 1, kLayers, ++salt));
+    batches.push_back(MeasureBatch(f, target, ns->id, transport, memory,
+                                   "16 checkpoints, 4 layers each", p.compact, 16, 64, ++salt));
+  }
   std::printf(
       "\n| transport | engine memory | payload | bytes | put GB/s | get GB/s | copy GB/s | "
       "put / copy | get / copy | pinned H2D GB/s | get / H2D |\n"
@@ -626,6 +725,16 @@ int Main(int argc, char** argv) {
                   us("put/session").c_str(), us("put/open").c_str(), us("put/move").c_str(),
                   us("put/commit").c_str());
     }
+  }
+  std::printf(
+      "\none-layer compact gets (a page each), one GetInto each against one GetBatch: median us "
+      "of %d rounds (worst)\n\n| transport | engine memory | gets | of | each | batch | "
+      "each / batch |\n|---|---|---:|---|---:|---:|---:|\n",
+      f.reps);
+  for (const BatchRow& b : batches) {
+    std::printf("| %s | %s | %d | %s | %.0f (%.0f) | %.0f (%.0f) | %.2f |\n", b.transport.c_str(),
+                b.memory.c_str(), b.gets, b.what.c_str(), b.each_us, b.each_worst_us, b.batch_us,
+                b.batch_worst_us, b.each_us / b.batch_us);
   }
   if (!gpu || server != nullptr) {
     std::printf("| cuda_ipc | - | - | - | %s | | | | |\n",

@@ -34,7 +34,7 @@ struct ReadRequest {
   core::BlockHash hash{};
   core::HeadRange heads;
   std::optional<compute::DenseFormat> dense;  // nullopt: compact
-  std::optional<LayerRange> layers;           // nullopt: every layer
+  std::optional<LayerRange> layers{};         // nullopt: every layer
 };
 
 // What the reader's bytes are.

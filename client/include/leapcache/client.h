@@ -214,7 +214,7 @@ struct GetRequest {
   std::optional<DenseEncoding> dense;  // nullopt: compact v1 blobs, byte-exact
   // Layers to read (all if default): the bytes are then those layers' units only. An engine
   // that keeps each layer's states in a page of its own reads each layer into its page.
-  LayerRange layers;
+  LayerRange layers{};
 };
 
 // A checkpoint's bytes: (layer, head)-ordered units, each a blob (compact) or a dense state,

@@ -112,7 +112,7 @@ struct TransferredCheckpoint {
 // One get of a batch (AttachedEngine::GetBatch): the checkpoint (or its head and layer range)
 // into `buffer` at `offset`.
 struct GetItem {
-  GetRequest request;
+  GetRequest request{};
   BufferId buffer = 0;
   uint64_t offset = 0;
 };

@@ -126,7 +126,9 @@ TEST_F(SideStateTest, LayerRangesReadThoseLayersUnitsOnly) {
       ASSERT_TRUE(whole.ok()) << whole.status();
       const size_t per_layer = whole->bytes.size() / 4;
       ASSERT_EQ(per_layer % (heads.all() ? 4 : 2), 0u);
-      if (!dense.has_value()) ASSERT_EQ(per_layer, (heads.all() ? 4 : 2) * unit);
+      if (!dense.has_value()) {
+        ASSERT_EQ(per_layer, (heads.all() ? 4 : 2) * unit);
+      }
       for (const client::LayerRange layers : {client::LayerRange{0, 1}, client::LayerRange{1, 3},
                                               client::LayerRange{3, 4}, client::LayerRange{0, 4}}) {
         client::GetRequest q{ns.id, TestHash(9), heads, dense};

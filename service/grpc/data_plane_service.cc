@@ -19,6 +19,14 @@
 namespace leapcache::server {
 namespace {
 
+// At most `n` bytes of `message`, cut before a UTF-8 continuation byte (a proto3 string must
+// stay valid UTF-8).
+std::string CutMessage(absl::string_view message, size_t n) {
+  if (message.size() <= n) return std::string(message);
+  while (n > 0 && (static_cast<unsigned char>(message[n]) & 0xC0) == 0x80) --n;
+  return std::string(message.substr(0, n));
+}
+
 using transport::TransportKind;
 
 absl::StatusOr<TransportKind> TransportFromProto(v1::TransportKind kind, const std::string& field) {
@@ -179,7 +187,7 @@ absl::Status DataPlaneService::RunGetBatch(const DataPlaneCall& call,
     if (!st.ok()) {
       result->clear_get();
       result->set_code(static_cast<int32_t>(st.code()));
-      result->set_message(std::string(st.message().substr(0, kMaxBatchResultMessage)));
+      result->set_message(CutMessage(st.message(), kMaxBatchResultMessage));
     }
   }
   return absl::OkStatus();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on this Debian machine (CUDA toolkit, gRPC, Abseil, UCX), everything the service runs
 # on a GPU machine that has CUDA but none of those libraries, and stages it for the trip:
-# OUT/bin (stripped binaries: the server, the service-side device tests, the benchmarks),
+# OUT/bin (stripped binaries: the server, the kernels' and the service's device tests, the
+# benchmarks),
 # OUT/python (the Python package with its libleapcache_c.so) and OUT/lib (Debian's shared
 # libraries, scripts/stage_runtime_libs.sh). Then, on the GPU machine,
 # from the repository root:   scripts/device_service_check.sh OUT RESULTS_DIR
@@ -19,6 +20,7 @@ archive=${3:-}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLEAPCACHE_CUDA=ON >/dev/null
 binaries=(
   service/server/leapcache-server
+  tests/gpu/kernels_test
   tests/gpu/compute/cuda_live_states_test
   tests/gpu/compute/device_spans_test
   tests/gpu/compute/kernel_decoder_test

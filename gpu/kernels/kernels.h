@@ -82,6 +82,24 @@ Status WindowEncode(const PoolLayout& layout, const DenseParams& p, uint8_t* poo
 Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_t* pool,
                     cudaStream_t stream);
 
+// Dense states straight from payloads that lie anywhere in device memory, such as stored blobs'
+// (a blob's bytes past its header are byte-identical to a fresh boundary region's first
+// layout.payload().payload_bytes): state b, decoded from payloads[b] as WindowDecode decodes a
+// region holding that payload and an empty window, bit for bit, is written at
+// states + b * stride_bytes; the bytes between states are left as they are. Nothing past a
+// payload is read, and the payloads are not checked (their blobs were, when stored).
+// REQUIRES: each payloads[b] 16-byte aligned (the staging's copy unit).
+struct PayloadDecodeParams {
+  int batch = 0;
+  const uint8_t* const* payloads = nullptr;  // [batch], device memory
+  void* states = nullptr;
+  uint64_t stride_bytes = 0;  // >= a state's bytes, a multiple of two elements
+  DType dtype = DType::kFp32;
+  Orientation layout = Orientation::kVK;
+};
+Status WindowDecodePayloads(const PoolLayout& layout, const PayloadDecodeParams& p,
+                            cudaStream_t stream);
+
 // One array for FindNonFinite: `count` elements of `dtype` (fp32, bf16 or fp16) in device memory.
 struct FiniteCheck {
   const void* data = nullptr;

@@ -67,6 +67,11 @@ Status ValidatePoolLayout(const PoolLayout& l, const void* pool) {
   if (l.empty()) return InvalidArgumentError("pool layout is empty (make it with MakePoolLayout)");
   if (pool == nullptr) return InvalidArgumentError("pool is null");
   if (!Aligned(pool, 128)) return InvalidArgumentError("pool must be 128-byte aligned");
+  return ValidateLayoutSpec(l);
+}
+
+Status ValidateLayoutSpec(const PoolLayout& l) {
+  if (l.empty()) return InvalidArgumentError("pool layout is empty (make it with MakePoolLayout)");
   if (l.spec().dk != kKernelDim || l.spec().dv != kKernelDim) {
     return InvalidArgumentError(
         "kernels are built for dk = dv = 128 (pool has dk = " + std::to_string(l.spec().dk) +
@@ -90,6 +95,34 @@ Status ValidateRegionBatch(const PoolLayout& layout, const int32_t* slot, int ba
     return InvalidArgumentError("batch * num_heads is too large for one launch (" +
                                 std::to_string(batch) + " x " + std::to_string(layout.num_heads()) +
                                 ")");
+  }
+  return OkStatus();
+}
+
+Status ValidatePayloadDecodeParams(const PoolLayout& layout, const PayloadDecodeParams& p) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidateLayoutSpec(layout));
+  if (p.batch < 0) {
+    return InvalidArgumentError("batch must be >= 0 (got " + std::to_string(p.batch) + ")");
+  }
+  if (p.batch == 0) return OkStatus();
+  if (p.payloads == nullptr) return InvalidArgumentError("payloads is null");
+  if (!Aligned(p.payloads, alignof(const uint8_t*))) {
+    return InvalidArgumentError("payloads must be aligned to a pointer");
+  }
+  DenseParams dense;
+  dense.batch = p.batch;
+  dense.states = p.states;
+  dense.dtype = p.dtype;
+  dense.layout = p.layout;
+  LEAPCACHE_RETURN_IF_ERROR(ValidateDenseParams(dense));
+  const uint64_t state_bytes =
+      uint64_t{kKernelDim} * kKernelDim * (p.dtype == DType::kFp32 ? 4 : 2);
+  const uint64_t pair_bytes = p.dtype == DType::kFp32 ? 8 : 4;
+  if (p.stride_bytes < state_bytes || p.stride_bytes % pair_bytes != 0) {
+    return InvalidArgumentError("stride_bytes (" + std::to_string(p.stride_bytes) +
+                                ") must be at least a state's " + std::to_string(state_bytes) +
+                                " bytes and a multiple of two elements (" +
+                                std::to_string(pair_bytes) + " bytes)");
   }
   return OkStatus();
 }

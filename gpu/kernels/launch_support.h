@@ -16,12 +16,15 @@ Status ValidateStepParams(const StepParams& p, int dk);
 // codec at 8, 6 or 4 bits, dk = dv = kKernelDim, and a 128-byte aligned pool. The layout's
 // offsets need no check: only MakePoolLayout sets them.
 Status ValidatePoolLayout(const PoolLayout& l, const void* pool);
+// The layout part of ValidatePoolLayout alone: for launches that read no pool.
+Status ValidateLayoutSpec(const PoolLayout& l);
 // A window-format step on `pool`: valid parameters, a pool the kernels serve, and the pool's
 // head count.
 Status ValidateWindowStep(const PoolLayout& layout, const StepParams& p, const void* pool);
 // The per-region launches (refit, encode, decode): `batch` slots of `layout`'s heads.
 Status ValidateRegionBatch(const PoolLayout& layout, const int32_t* slot, int batch);
 Status ValidateDenseParams(const DenseParams& p);
+Status ValidatePayloadDecodeParams(const PoolLayout& layout, const PayloadDecodeParams& p);
 
 // Multiprocessors of the current device (read once per device).
 int SmCount();

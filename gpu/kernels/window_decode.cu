@@ -1,7 +1,8 @@
 // Decode of window-format pool regions into dense FP32 or BF16 states ([N,H,K,V] or [N,H,V,K]):
 // each region's state reconstructed from its payload and open window (FoldStaged,
 // window_fold.cuh; CPU reference: reference::Dequantize and WindowState's reconstruct) and
-// written from the fold's accumulators; padding slots give zeros.
+// written from the fold's accumulators; padding slots give zeros. The payload variant reads
+// payloads wherever they lie (stored blobs in the GPU tier) and writes states at a stride.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -19,6 +20,30 @@ namespace leapcache::kernels {
 using namespace window;
 namespace {
 
+// The state of `region` (a pool region, or with kPayloadOnly a payload alone: an empty window)
+// written to `out` in the layout `kv` names.
+template <typename T, bool kPayloadOnly>
+__device__ __forceinline__ void DecodeInto(DecodeShared& sh, const uint8_t* region, T* out,
+                                           const RegionView& rv, bool kv, bool kda) {
+  // Straight from the fold's accumulators: per store instruction a warp writes 8 rows x 32
+  // bytes ([K,V]) or one column's 16 consecutive keys ([V,K], the thread's rows a0 and a1 = a0 + 1
+  // as one pair), whole 32-byte sectors either way.
+  const FragmentRows fr;
+  // The staging holds p records; a window never holds more.
+  const int n = kPayloadOnly ? 0 : min(*reinterpret_cast<const int32_t*>(region + rv.window), rv.p);
+  StageReads<true, DecodeShared, kPayloadOnly>(sh, region, rv, n);
+  FoldStaged<2, true>(sh, rv, n, kda, [&](int nt, float s00, float s01, float s10, float s11) {
+    const int j = fr.Col(nt);
+    if (kv) {
+      StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
+      StorePairFromFloat(out, fr.a1 * kD + j, s10, s11);
+    } else {
+      StorePairFromFloat(out, j * kD + fr.a0, s00, s10);
+      StorePairFromFloat(out, (j + 1) * kD + fr.a0, s01, s11);
+    }
+  });
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -30,24 +55,25 @@ __global__ void __launch_bounds__(kThreads, 3) DecodeKernel(RegionArgs a) {
     for (int i = threadIdx.x; i < kD * kD; i += kThreads) StoreFromFloat(out, i, 0.0f);
     return;
   }
-  // Straight from the fold's accumulators: per store instruction a warp writes 8 rows x 32
-  // bytes ([K,V]) or one column's 16 consecutive keys ([V,K], the thread's rows a0 and a1 = a0 + 1
-  // as one pair), whole 32-byte sectors either way.
-  const bool kv = a.kv_layout != 0;
-  const FragmentRows fr;
-  // The staging holds p records; a window never holds more.
-  const int n = min(*reinterpret_cast<const int32_t*>(region + a.rv.window), a.rv.p);
-  StageReads<true>(sh, region, a.rv, n);
-  FoldStaged<2, true>(sh, a.rv, n, a.kda, [&](int nt, float s00, float s01, float s10, float s11) {
-    const int j = fr.Col(nt);
-    if (kv) {
-      StorePairFromFloat(out, fr.a0 * kD + j, s00, s01);
-      StorePairFromFloat(out, fr.a1 * kD + j, s10, s11);
-    } else {
-      StorePairFromFloat(out, j * kD + fr.a0, s00, s10);
-      StorePairFromFloat(out, (j + 1) * kD + fr.a0, s01, s11);
-    }
-  });
+  DecodeInto<T, false>(sh, region, out, a.rv, a.kv_layout != 0, a.kda);
+}
+
+// One CTA per payload: payloads[b] decoded to states + b * stride bytes.
+struct PayloadArgs {
+  RegionView rv;
+  const uint8_t* const* payloads;
+  unsigned char* states;
+  uint64_t stride;
+  int kv_layout;
+  bool kda;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 3) DecodePayloadsKernel(PayloadArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  DecodeShared& sh = *reinterpret_cast<DecodeShared*>(smem);
+  T* out = reinterpret_cast<T*>(a.states + blockIdx.x * a.stride);
+  DecodeInto<T, true>(sh, a.payloads[blockIdx.x], out, a.rv, a.kv_layout != 0, a.kda);
 }
 
 }  // namespace
@@ -73,6 +99,32 @@ Status WindowDecode(const PoolLayout& layout, const DenseParams& p, const uint8_
     DecodeKernel<__nv_bfloat16><<<grid, kThreads, decode_bytes, stream>>>(a);
   } else {
     DecodeKernel<float><<<grid, kThreads, decode_bytes, stream>>>(a);
+  }
+  LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return OkStatus();
+}
+
+Status WindowDecodePayloads(const PoolLayout& layout, const PayloadDecodeParams& p,
+                            cudaStream_t stream) {
+  LEAPCACHE_RETURN_IF_ERROR(ValidatePayloadDecodeParams(layout, p));
+  LEAPCACHE_RETURN_IF_ERROR(OncePerDevice([] {
+    const size_t bytes = DecodeSharedBytes(kMaxWindow, kMaxRank, kD);
+    return CudaStatus(
+        AllowSharedBytes(bytes, DecodePayloadsKernel<float>, DecodePayloadsKernel<__nv_bfloat16>),
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
+  }));
+  if (p.batch == 0) return OkStatus();
+  const PayloadArgs a{MakeRegionView(layout),
+                      p.payloads,
+                      static_cast<unsigned char*>(p.states),
+                      p.stride_bytes,
+                      p.layout == Orientation::kKV ? 1 : 0,
+                      layout.spec().kind == StateKind::kKda};
+  const size_t decode_bytes = DecodeSharedBytes(layout.spec().p, layout.spec().r, layout.gate());
+  if (p.dtype == DType::kBf16) {
+    DecodePayloadsKernel<__nv_bfloat16><<<p.batch, kThreads, decode_bytes, stream>>>(a);
+  } else {
+    DecodePayloadsKernel<float><<<p.batch, kThreads, decode_bytes, stream>>>(a);
   }
   LEAPCACHE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return OkStatus();

@@ -83,7 +83,10 @@ static_assert(FoldABytes(kMaxWindow + kMaxRank) % 16 == 0, "B's rows start 16-by
 // are built from them first), then the codes (needed only by the epilogue, so they stay in
 // flight while the operands are built and multiplied). The records' u and the compensators'
 // value halves land as B's rows 0 .. n + r - 1, as stored; B's padding rows are zeroed here.
-template <bool kAnyWidth, typename Sh>
+// kPayloadOnly: `region` is a payload alone (a stored blob's, byte-identical to a fresh
+// boundary region's first payload_bytes), whose window is empty: n must be 0, and the window's
+// log-gate G is staged as the zeros a fresh boundary holds instead of read past the payload.
+template <bool kAnyWidth, typename Sh, bool kPayloadOnly = false>
 __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const RegionView& rv,
                                            int n) {
   // Opaque: computed from n and t here, not hoisted out of the refit's loop over heads into
@@ -98,7 +101,11 @@ __device__ __forceinline__ void StageReads(Sh& sh, const uint8_t* region, const 
   BlockCopyAsync(staged + st.comp, region + rv.comp, r * kD * 4);
   BlockCopyAsync(staged + st.col_scale, region + rv.col_scale, kD * 4);
   if (rv.smoothing) BlockCopyAsync(staged + st.row_scale, region + rv.row_scale, kD * 4);
-  BlockCopyAsync(staged + st.G, region + rv.window + 16, rv.gate * 4);
+  if constexpr (kPayloadOnly) {
+    for (int i = t; i < rv.gate; i += kThreads) reinterpret_cast<float*>(staged + st.G)[i] = 0.0f;
+  } else {
+    BlockCopyAsync(staged + st.G, region + rv.window + 16, rv.gate * 4);
+  }
   {
     // Not unrolled: unrolled, these loops made the refit spill.
     unsigned char* b = FoldBRows(sh, rv);

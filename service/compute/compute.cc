@@ -57,6 +57,16 @@ class CpuHandle final : public Compute {
 
 }  // namespace
 
+bool Compute::DecodesInPlace(const BlobSpec&, const DenseFormat&, const DeviceUnits&,
+                             const void*) const {
+  return false;
+}
+
+absl::StatusOr<uint32_t> Compute::DecodeInPlace(const BlobSpec&, const DenseFormat&,
+                                                const DeviceUnits&, std::span<uint8_t>) {
+  return absl::UnimplementedError(absl::StrCat(name(), " decodes no units in place"));
+}
+
 absl::StatusOr<std::unique_ptr<Compute>> MakeCompute(Choice choice, int device) {
   if (choice == Choice::kCpu) return std::unique_ptr<Compute>(new CpuHandle());
 #ifdef LEAPCACHE_WITH_CUDA

@@ -47,6 +47,14 @@ absl::StatusOr<Choice> ParseChoice(std::string_view s);
 // True when this build has the CUDA backend.
 bool CudaBuilt();
 
+// Stored units that lie in device memory (the GPU tier), in the order a read produces them:
+// unit i's blob (blob_bytes) at at[i], its side state (side_bytes, 0 without) right after it.
+struct DeviceUnits {
+  std::span<const uint8_t* const> at;
+  size_t blob_bytes = 0;
+  size_t side_bytes = 0;
+};
+
 class Compute {
  public:
   virtual ~Compute() = default;
@@ -78,6 +86,21 @@ class Compute {
                               absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
                               absl::FunctionRef<std::string(size_t)> describe,
                               MutableBytes out) = 0;
+
+  // --- dense gets in place ---
+  // Whether DecodeInPlace takes these units of `spec` into `out` in `format` (the CPU backend
+  // never does; the CUDA backend where its kernels serve the format, the units and `out` lie in
+  // its device's memory and are aligned for them).
+  virtual bool DecodesInPlace(const BlobSpec& spec, const DenseFormat& format,
+                              const DeviceUnits& units, const void* out) const;
+  // Dense units where `out` is (device memory of this backend's device: an engine's buffer
+  // mapped over CUDA IPC), produced on the device without a host copy of their bytes: unit i at
+  // out + i * (state bytes + side_bytes), its blob decoded in `format`, then its side state as
+  // stored. Returns the CRC-32C of the units' bytes as written. The blobs are not checked again:
+  // the store checked them when they were put. REQUIRES: DecodesInPlace(spec, format, units,
+  // out.data()); out.size() == units.at.size() * (state bytes + side_bytes).
+  virtual absl::StatusOr<uint32_t> DecodeInPlace(const BlobSpec& spec, const DenseFormat& format,
+                                                 const DeviceUnits& units, std::span<uint8_t> out);
 
   // --- attached decode ---
   // The live states of one session of `shape`, zero. INVALID_ARGUMENT for a shape the backend

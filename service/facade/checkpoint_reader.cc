@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "base/status_macros.h"
 #include "gpu/format/crc32c.h"
 
@@ -127,6 +128,21 @@ std::vector<const uint8_t*> CheckpointReader::TakeDeviceUnits(int device) {
   next_item_ = items();
   offset_ = shape_.total_bytes;
   return units;
+}
+
+std::vector<const uint8_t*> CheckpointReader::StoredDeviceUnits(int device) const {
+  if (offset_ != 0 || device < 0 || lease_.cuda_device() != device) return {};
+  std::vector<const uint8_t*> units;
+  units.reserve(items());
+  for (size_t i = 0; i < items(); ++i) units.push_back(lease_.DeviceUnit(LayerOf(i), HeadOf(i)));
+  return units;
+}
+
+void CheckpointReader::ProducedElsewhere(uint32_t crc) {
+  LC_CHECK(offset_ == 0, "CheckpointReader::ProducedElsewhere after a read");
+  next_item_ = items();
+  offset_ = shape_.total_bytes;
+  crc_ = crc;
 }
 
 absl::StatusOr<size_t> CheckpointReader::Read(std::span<uint8_t> out) {

@@ -80,6 +80,16 @@ class CheckpointReader {
   // still covers them). Otherwise empty, and the reader unchanged.
   std::vector<const uint8_t*> TakeDeviceUnits(int device);
 
+  // For a dense read produced elsewhere than through Read() (decoded on the device straight into
+  // the receiver's memory, Compute::DecodeInPlace): when nothing has been read yet and every
+  // unit sits in device memory of CUDA device `device`, the stored units' device addresses in
+  // (layer, head) order, valid under this reader's lease. Otherwise empty. The reader is
+  // unchanged until ProducedElsewhere.
+  std::vector<const uint8_t*> StoredDeviceUnits(int device) const;
+  // Marks every byte produced, their CRC-32C `crc` (as computed where they were written).
+  // REQUIRES: nothing read yet.
+  void ProducedElsewhere(uint32_t crc);
+
  private:
   // Units per copy out of memory that is not host-addressable (device memory): about 1.2 MiB of
   // 8-bit 128 x 128 blobs.

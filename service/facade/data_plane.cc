@@ -248,6 +248,28 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
     if (times != nullptr) times->device_to_device = true;
     return st;
   }
+  // A dense read of units in the GPU tier into an engine buffer mapped on the same device (CUDA
+  // IPC): decoded there by the service's kernels, straight into the engine's buffer.
+  const transport::RemoteRegion::Mapping mapped = region.mapping();
+  if (shape.dense.has_value() && options_.compute != nullptr && mapped.data != nullptr &&
+      options_.cuda_device >= 0 && mapped.device == options_.cuda_device) {
+    const std::vector<const uint8_t*> stored = reader.StoredDeviceUnits(options_.cuda_device);
+    const compute::DeviceUnits units{stored, shape.blob_bytes, shape.side_bytes};
+    uint8_t* const out = mapped.data + base;
+    if (!stored.empty() &&
+        options_.compute->DecodesInPlace(shape.format, *shape.dense, units, out)) {
+      clock.Lap(TransferPhase::kList);
+      LC_RETURN_IF_ERROR(s.connection->health());
+      LC_ASSIGN_OR_RETURN(const uint32_t crc,
+                          options_.compute->DecodeInPlace(shape.format, *shape.dense, units,
+                                                          {out, shape.total_bytes}));
+      LC_RETURN_IF_ERROR(s.connection->health());
+      reader.ProducedElsewhere(crc);
+      clock.Lap(TransferPhase::kMove);
+      if (times != nullptr) times->device_to_device = true;
+      return absl::OkStatus();
+    }
+  }
   if (s.connection->two_sided()) {
     // The engine receives the whole checkpoint in one matching receive once it has this call's
     // answer: read it all, then post it as one send (which Settle completes later).

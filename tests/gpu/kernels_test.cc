@@ -876,6 +876,96 @@ INSTANTIATE_TEST_SUITE_P(
                       DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK, 4},
                       DenseCase{StateKind::kKda, DType::kFp32, Orientation::kKV, 4}));
 
+// Payloads read where they lie (stored blobs in the GPU tier) decode bit for bit as the regions
+// that hold them, into states at a stride; the bytes between states and everything past each
+// payload (random bytes, which a read of a window would turn into another state) are untouched.
+class PayloadDecodeTest : public ::testing::TestWithParam<DenseCase> {};
+
+TEST_P(PayloadDecodeTest, PayloadsDecodeAsTheirRegions) {
+  const DenseCase c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  const int batch = 37;
+  const BlobSpec spec = BlobSpec::Leap(c.kind, c.bits);
+  auto layout = MakePoolLayout(spec, batch, 1);
+  ASSERT_TRUE(layout.ok());
+  std::vector<float> states;
+  for (int b = 0; b < batch; ++b) {
+    const std::vector<float> S = RandomState(rng);
+    states.insert(states.end(), S.begin(), S.end());
+  }
+  std::vector<int32_t> slots(batch);
+  std::iota(slots.begin(), slots.end(), 0);
+  DeviceBuffer<int32_t> d_slot(slots);
+  DeviceBuffer<uint8_t> d_pool(layout->pool_bytes());
+  DeviceBuffer<float> d_states(states);
+  ASSERT_TRUE(WindowEncode(*layout, {batch, d_slot.get(), d_states.get(), DType::kFp32, c.layout},
+                           d_pool.get(), nullptr)
+                  .ok());
+  const size_t elem = c.dtype == DType::kFp32 ? 4 : 2;
+  const size_t state_bytes = size_t(kD) * kD * elem;
+  DeviceBuffer<uint8_t> d_ref(size_t(batch) * state_bytes);
+  ASSERT_TRUE(WindowDecode(*layout, {batch, d_slot.get(), d_ref.get(), c.dtype, c.layout},
+                           d_pool.get(), nullptr)
+                  .ok());
+
+  // Each payload at a random 16-byte aligned place of a buffer of random bytes, in another order
+  // than the states they decode to.
+  const size_t payload = layout->payload().payload_bytes;
+  const size_t spacing = (payload + 16 + 15) / 16 * 16 + 16 * (1 + rng.gen() % 8);
+  std::vector<uint8_t> noise(spacing * batch + 64);
+  for (auto& x : noise) x = static_cast<uint8_t>(rng.gen());
+  DeviceBuffer<uint8_t> d_blobs(noise);
+  std::vector<int> place(batch);
+  std::iota(place.begin(), place.end(), 0);
+  for (int i = batch - 1; i > 0; --i) std::swap(place[i], place[rng.gen() % (i + 1)]);
+  std::vector<const uint8_t*> payloads(batch);
+  for (int b = 0; b < batch; ++b) {
+    uint8_t* at = d_blobs.get() + place[b] * spacing + 16 * (rng.gen() % 2);
+    ASSERT_EQ(cudaMemcpy(at, d_pool.get() + layout->region_offset(b, 0), payload,
+                         cudaMemcpyDeviceToDevice),
+              cudaSuccess);
+    payloads[b] = at;
+  }
+  const std::vector<uint8_t> blobs_before = d_blobs.Download();
+  std::vector<uintptr_t> words(batch);
+  for (int b = 0; b < batch; ++b) words[b] = reinterpret_cast<uintptr_t>(payloads[b]);
+  DeviceBuffer<uintptr_t> d_payloads(words);
+
+  // States at a stride that leaves room for a side state, into poisoned memory.
+  const uint64_t stride = state_bytes + 2 * elem * (1 + rng.gen() % 40);
+  DeviceBuffer<uint8_t> d_out(std::vector<uint8_t>(batch * stride, 0xA7));
+  PayloadDecodeParams p;
+  p.batch = batch;
+  p.payloads = reinterpret_cast<const uint8_t* const*>(d_payloads.get());
+  p.states = d_out.get();
+  p.stride_bytes = stride;
+  p.dtype = c.dtype;
+  p.layout = c.layout;
+  ASSERT_TRUE(WindowDecodePayloads(*layout, p, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint8_t> ref = d_ref.Download();
+  const std::vector<uint8_t> out = d_out.Download();
+  for (int b = 0; b < batch; ++b) {
+    ASSERT_EQ(std::memcmp(out.data() + b * stride, ref.data() + b * state_bytes, state_bytes), 0)
+        << "state " << b;
+    for (size_t i = b * stride + state_bytes; i < (b + 1) * stride; ++i) {
+      ASSERT_EQ(out[i], 0xA7) << "byte " << i - b * stride << " after state " << b;
+    }
+  }
+  EXPECT_TRUE(d_blobs.Download() == blobs_before) << "the payloads are read only";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, PayloadDecodeTest,
+    ::testing::Values(DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kKV},
+                      DenseCase{StateKind::kGdn, DType::kFp32, Orientation::kVK},
+                      DenseCase{StateKind::kKda, DType::kBf16, Orientation::kVK},
+                      DenseCase{StateKind::kKda, DType::kFp32, Orientation::kKV},
+                      DenseCase{StateKind::kGdn, DType::kBf16, Orientation::kVK, 6},
+                      DenseCase{StateKind::kKda, DType::kBf16, Orientation::kKV, 4}));
+
 // ---------------------------------------------------------------------------------------------
 // A 4,096-step trajectory on the GPU reproduces the CPU accuracy of the 8-bit window format.
 
@@ -1159,6 +1249,29 @@ TEST(LaunchChecks, RejectBadArguments) {
   EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
   s = WindowDecode(*layout, misaligned, pool.get(), nullptr);
   EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
+  // The payload decode: a stride shorter than a state or not of whole pairs, no payload list.
+  DeviceBuffer<uintptr_t> payloads(std::vector<uintptr_t>{reinterpret_cast<uintptr_t>(pool.get())});
+  PayloadDecodeParams pd;
+  pd.batch = 1;
+  pd.payloads = reinterpret_cast<const uint8_t* const*>(payloads.get());
+  pd.states = dense.get();
+  pd.dtype = DType::kFp32;
+  for (uint64_t stride : {uint64_t{kD} * kD * 4 - 8, uint64_t{kD} * kD * 4 + 4}) {
+    pd.stride_bytes = stride;
+    s = WindowDecodePayloads(*layout, pd, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << stride;
+    EXPECT_NE(s.message().find("stride_bytes"), std::string::npos) << s.message();
+  }
+  pd.stride_bytes = uint64_t{kD} * kD * 4;
+  pd.payloads = nullptr;
+  s = WindowDecodePayloads(*layout, pd, nullptr);
+  EXPECT_NE(s.message().find("payloads is null"), std::string::npos) << s.message();
+  pd.payloads = reinterpret_cast<const uint8_t* const*>(payloads.get());
+  pd.states = dense.get() + 1;
+  s = WindowDecodePayloads(*layout, pd, nullptr);
+  EXPECT_NE(s.message().find("states must be aligned"), std::string::npos) << s.message();
+  EXPECT_NE(WindowDecodePayloads(*small, pd, nullptr).message().find("dk = dv = 128"),
+            std::string::npos);
   // Every window kernel takes 6- and 4-bit pools; no kernel takes another codec's pool.
   StepParams empty_step;  // batch 0: only the pool is checked
   empty_step.num_heads = 2;

@@ -86,6 +86,18 @@ absl::Status CudaBackend::Decode(const BlobSpec& spec, const DenseFormat& format
   return decoder_->Decode(spec, KernelDType(format.dtype), format.layout, n, blob, describe, out);
 }
 
+bool CudaBackend::DecodesInPlace(const BlobSpec& spec, const DenseFormat& format,
+                                 const DeviceUnits& units, const void* out) const {
+  return format.dtype == KernelDType(format.dtype) &&
+         KernelDecoder::DecodesInPlace(spec, format.dtype, units, out);
+}
+
+absl::StatusOr<uint32_t> CudaBackend::DecodeInPlace(const BlobSpec& spec, const DenseFormat& format,
+                                                    const DeviceUnits& units,
+                                                    std::span<uint8_t> out) {
+  return decoder_->DecodeInPlace(spec, format.dtype, format.layout, units, out);
+}
+
 absl::StatusOr<std::unique_ptr<LiveStates>> CudaBackend::OpenLiveStates(const DecodeShape& shape) {
   absl::StatusOr<std::unique_ptr<CudaLiveStates>> cuda = CudaLiveStates::Create(shape, device_);
   if (cuda.ok()) return std::unique_ptr<LiveStates>(*std::move(cuda));

@@ -33,6 +33,10 @@ class CudaBackend final : public Compute {
                       absl::FunctionRef<std::span<const uint8_t>(size_t)> blob,
                       absl::FunctionRef<std::string(size_t)> describe,
                       MutableBytes out) override;
+  bool DecodesInPlace(const BlobSpec& spec, const DenseFormat& format, const DeviceUnits& units,
+                      const void* out) const override;
+  absl::StatusOr<uint32_t> DecodeInPlace(const BlobSpec& spec, const DenseFormat& format,
+                                         const DeviceUnits& units, std::span<uint8_t> out) override;
   absl::StatusOr<std::unique_ptr<LiveStates>> OpenLiveStates(const DecodeShape& shape) override;
 
  private:

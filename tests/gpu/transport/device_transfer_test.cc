@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -428,6 +429,130 @@ TEST_P(GpuTierTransferTest, CompactPutsFromEngineMemoryGoDeviceToDevice) {
     ASSERT_NE(at, std::string::npos);
     EXPECT_EQ(std::stod(r->body.substr(at + series.size(), 32)), 1.0);  // the refused put: none
   }
+}
+
+// A server that keeps checkpoints in its GPU tier and decodes with its kernels: a dense get into
+// an engine buffer that CUDA IPC maps on the same device is decoded there, the kernel reading
+// each stored blob where it lies and writing the state into the engine's buffer, the side states
+// copied beside them and the CRC the engine checks computed over what was written; no byte goes
+// through the host. The bytes equal the staged kernel path's (the inline get, and an engine
+// buffer at an offset the kernels cannot write in place) bit for bit, for whole checkpoints,
+// layer ranges and head ranges, bf16 and fp32, both layouts; a namespace whose stored units are
+// not aligned for the kernel takes the staged path with the same result. The metrics count the
+// in-place gets only.
+class GpuTierKernelDecodeTest : public ServiceTest {
+ protected:
+  std::vector<std::string> ServerArgs() const override {
+    return {"--memory-budget=256MiB", "--page-bytes=64KiB", "--gpu-memory-budget=512MiB",
+            "--gpu-device=0", "--compute-backend=cuda"};
+  }
+  double DeviceGets() {
+    absl::StatusOr<base::HttpResponse> r = base::HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return -1;
+    const std::string series = "leapcache_data_plane_device_transfers_total{op=\"get\"} ";
+    const size_t at = r->body.find(series);
+    return at == std::string::npos ? 0.0 : std::stod(r->body.substr(at + series.size(), 32));
+  }
+};
+
+// Side states of `units` units: finite bf16 conv elements (conv_bytes), then random extra bytes.
+std::vector<uint8_t> MakeSideStates(size_t units, size_t side_bytes, size_t conv_bytes,
+                                    uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<uint8_t> out(units * side_bytes);
+  for (size_t u = 0; u < units; ++u) {
+    uint8_t* side = out.data() + u * side_bytes;
+    for (size_t i = 0; i < conv_bytes; i += 2) {
+      const float x = normal(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      const uint16_t bf16 = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(side + i, &bf16, 2);
+    }
+    for (size_t i = conv_bytes; i < side_bytes; ++i) side[i] = static_cast<uint8_t>(rng());
+  }
+  return out;
+}
+
+TEST_F(GpuTierKernelDecodeTest, DenseGetsDecodeIntoTheEngineBufferWhereTheBlobsLie) {
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  auto engine = AttachEngine(server_->target(), "in-place-decode-engine", 0, Transport::kCudaIpc);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  // extra 0: units of 19,520 + 2,304 bytes, 16-byte aligned in the tier (in place); extra 5:
+  // units that are not (staged).
+  for (int extra : {0, 5}) {
+    SCOPED_TRACE("extra bytes " + std::to_string(extra));
+    client::NamespaceSpec spec =
+        SmallNamespace("tenant-in-place-" + std::to_string(extra), 4, 8, 128);
+    spec.model.conv = client::ConvShape{3072, 3, client::ConvDType::kBf16};
+    spec.model.extra_bytes = extra;
+    const client::NamespaceInfo ns = Register(spec);
+    const size_t conv_bytes = 3072 / 8 * 3 * 2;
+    ASSERT_EQ(ns.side_bytes, conv_bytes + extra);
+    const size_t units = 4 * 8;
+    const std::vector<uint8_t> blobs = EncodeBlobs(spec, MakeStates(spec, 31 + extra));
+    const std::vector<uint8_t> sides = MakeSideStates(units, ns.side_bytes, conv_bytes, 7 + extra);
+    std::vector<uint8_t> compact;
+    for (size_t u = 0; u < units; ++u) {
+      compact.insert(compact.end(), blobs.begin() + u * ns.blob_bytes,
+                     blobs.begin() + (u + 1) * ns.blob_bytes);
+      compact.insert(compact.end(), sides.begin() + u * ns.side_bytes,
+                     sides.begin() + (u + 1) * ns.side_bytes);
+    }
+    const client::BlockHash hash = TestHash(40 + extra);
+    ASSERT_TRUE(client_->PutCompact(Target(ns.id, hash, 1), compact).ok());
+
+    const size_t max_bytes = units * (128 * 128 * 4 + ns.side_bytes);
+    DeviceBuffer dst(max_bytes + 4096);
+    auto id = (*engine)->RegisterBuffer(dst.get(), dst.size(), MemoryKind::kCuda);
+    ASSERT_TRUE(id.ok()) << id.status();
+    struct Case {
+      DenseEncoding dense;
+      client::HeadRange heads;
+      client::LayerRange layers;
+    };
+    for (const Case& c :
+         {Case{{DType::kBf16, Layout::kVK}, {}, {}}, Case{{DType::kFp32, Layout::kKV}, {}, {}},
+          Case{{DType::kBf16, Layout::kKV}, {}, {1, 3}},
+          Case{{DType::kFp32, Layout::kVK}, {2, 7}, {}}}) {
+      const client::GetRequest request{ns.id, hash, c.heads, c.dense, c.layers};
+      // The staged kernel path's bytes, through messages.
+      absl::StatusOr<client::Checkpoint> want = client_->Get(request);
+      ASSERT_TRUE(want.ok()) << want.status();
+      // 256: aligned for the kernels (in place when the units are); 258: not (staged).
+      for (uint64_t offset : {uint64_t{256}, uint64_t{258}}) {
+        SCOPED_TRACE("offset " + std::to_string(offset));
+        ASSERT_EQ(cudaMemset(dst.get(), 0xC3, dst.size()), cudaSuccess);  // poison
+        const double before = DeviceGets();
+        auto got = (*engine)->GetInto(request, *id, offset);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(got->total_bytes, want->bytes.size());
+        EXPECT_TRUE(dst.Download(offset, want->bytes.size()) == want->bytes);
+        EXPECT_EQ(dst.Download(0, offset), std::vector<uint8_t>(offset, 0xC3));
+        EXPECT_EQ(dst.Download(offset + want->bytes.size(), 64), std::vector<uint8_t>(64, 0xC3))
+            << "nothing past the checkpoint";
+        EXPECT_EQ(DeviceGets() - before, extra == 0 && offset == 256 ? 1.0 : 0.0)
+            << "in place only where the units and the buffer are aligned for the kernels";
+      }
+    }
+    // The decoded states are the reference's to within the kernel's fp32 rounding.
+    auto whole = client_->Get({ns.id, hash, {}, DenseEncoding{DType::kFp32, Layout::kKV}});
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const std::vector<float> ref = DecodeBlobs(spec, blobs, Layout::kKV);
+    std::vector<float> got_states;
+    for (size_t u = 0; u < units; ++u) {
+      const uint8_t* unit = whole->bytes.data() + u * (128 * 128 * 4 + ns.side_bytes);
+      const std::vector<float> state = FloatsOf({unit, 128 * 128 * 4});
+      got_states.insert(got_states.end(), state.begin(), state.end());
+      EXPECT_EQ(std::memcmp(unit + 128 * 128 * 4, sides.data() + u * ns.side_bytes, ns.side_bytes),
+                0)
+          << "side state of unit " << u;
+    }
+    EXPECT_LT(RelativeError(ref, got_states), 1e-6);
+  }
+  EXPECT_EQ(Stats().leases, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(DeviceTransports, GpuTierTransferTest,

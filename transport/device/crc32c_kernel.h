@@ -13,10 +13,10 @@ namespace leapcache::transport {
 cudaError_t PrepareCrc32c(int device);
 
 // Launches, on `stream`, *crc ^= CRC-32C of [data, data + bytes) (*crc must be 0 before the
-// launch for the plain checksum). The bytes are cut into short chunks, one per thread; each
-// chunk's CRC is carried across the bytes after it (the operator is linear over GF(2), so the
-// carried CRCs XOR to the whole one) and the XOR is reduced on the device: one value, no
-// per-chunk results to fold on the host. REQUIRES: PrepareCrc32c on the stream's device.
+// launch for the plain checksum). One thread per 256-byte chunk (a slicing-by-4 table walk),
+// the chunks' CRCs combined pairwise within each warp and block by carries across fixed
+// distances, each block's carried to the end and XORed into *crc: one value, no per-chunk
+// results to fold on the host. REQUIRES: PrepareCrc32c on the stream's device; bytes <= 2^39.
 cudaError_t LaunchCrc32c(const void* data, size_t bytes, uint32_t* crc, cudaStream_t stream);
 
 }  // namespace leapcache::transport

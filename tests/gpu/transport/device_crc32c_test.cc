@@ -1,12 +1,14 @@
 // CRC-32C of device memory on the device (how an engine checks a checkpoint that landed in its
-// GPU memory) against the host's Crc32c of the same bytes: lengths around the 256-byte chunks and
-// the 16-byte loads, unaligned starts, a checkpoint-sized buffer; host memory is refused.
+// GPU memory) against the host's Crc32c of the same bytes: lengths around the 16-byte loads and
+// the kernel's chunks, warps and blocks, fresh random lengths, unaligned starts, a
+// checkpoint-sized buffer; host memory is refused.
 #include "transport/device/device_crc32c.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gpu/format/crc32c.h"
@@ -22,10 +24,19 @@ TEST(DeviceCrc32cTest, EqualsTheHostCrcAtAnyLengthAndAlignment) {
   uint8_t* device = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&device), host.size()), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(device, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  for (size_t offset : {size_t{0}, size_t{1}, size_t{7}, size_t{16}, size_t{33}}) {
-    for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{255}, size_t{256},
-                     size_t{257}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{3 * 4096 + 5},
-                     size_t{1} << 20, size_t{19988480}}) {
+  // Lengths around the 16-byte loads, the 256-byte chunks, a warp's 8 KiB and a block's 64 KiB,
+  // and fresh random ones.
+  std::vector<size_t> lengths = {1,       15,      16,    17,    255,          256,
+                                 257,     4095,    4096,  4097,  3 * 4096 + 5, 8191,
+                                 8192,    8193,    65535, 65536, 65537,        3 * 65536 + 17,
+                                 1 << 20, 19988480};
+  std::random_device fresh;
+  const uint32_t seed = fresh();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 pick(seed);
+  for (int i = 0; i < 6; ++i) lengths.push_back(1 + pick() % (20 << 20));
+  for (size_t offset : {size_t{0}, size_t{1}, size_t{4}, size_t{7}, size_t{16}, size_t{33}}) {
+    for (size_t n : lengths) {
       absl::StatusOr<uint32_t> crc = DeviceCrc32c(device + offset, n);
       ASSERT_TRUE(crc.ok()) << crc.status();
       EXPECT_EQ(*crc, Crc32c(host.data() + offset, n)) << "offset " << offset << " length " << n;

@@ -224,6 +224,12 @@ struct AttachedEngine::Impl {
     // The bytes as they landed: in host memory, or device memory the service wrote directly
     // (CUDA IPC, NCCL, UCX with CUDA support), checked where it is.
     const uint8_t* landed = b.transfer_base() + offset;
+    if (r.crc32c_of_landed() && b.memory == MemoryKind::kCuda && !b.staged()) {
+      // The service wrote them into this buffer on its GPU and checksummed them there.
+      out.crc32c = r.crc32c();
+      out.checked_by_service = true;
+      return out;
+    }
     if (b.memory == MemoryKind::kCuda && !b.staged()) {
       LC_ASSIGN_OR_RETURN(out.crc32c, transport::DeviceCrc32c(landed, out.total_bytes));
     } else {

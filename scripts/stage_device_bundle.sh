@@ -28,6 +28,7 @@ binaries=(
   tests/gpu/service/device_tier_test
   tests/gpu/transport/transport_gpu_test
   service/bench/leapcache-decode-bench
+  service/bench/leapcache-in-place-get-bench
   service/bench/leapcache-service-bench
   service/bench/leapcache-transfer-bench
 )

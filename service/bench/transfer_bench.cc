@@ -22,7 +22,10 @@
 // (p50, p99, mean) and, with --metrics-port (the --target server's admin port on 127.0.0.1),
 // the server's mean time per phase (leapcache_data_plane_phase_seconds) beside its RPC time; the
 // rest of a call is the RPC's trip and the engine's side, of which the engine's check of the
-// landed bytes is timed alone. --transports=cuda_ipc,... keeps only those rows.
+// landed bytes is timed alone ("by the service" where the service checked them where they
+// landed, TransferredCheckpoint::checked_by_service). Each get follows the put of its checkpoint;
+// "again" repeats it at once (the server's phases average both). --transports=cuda_ipc,... keeps
+// only those rows.
 // --transfer-channel picks how the engine reaches the service (AttachOptions::transfer_channel):
 // auto (the shared-memory transfer channel where the server offers one on this host; such rows
 // say "+ channel", and their "server" time is the request's time on the service instead of the
@@ -342,6 +345,8 @@ struct Row {
   // Get call latency on the engine (us): median, 99th percentile, mean; the engine's own check of
   // the landed bytes (DeviceCrc32c of a device buffer, median); the server's phases (mean us).
   double get_p50_us = 0, get_p99_us = 0, get_mean_us = 0, check_us = 0;
+  double again_p50_us = 0;          // the same get repeated at once (warm)
+  bool checked_by_service = false;  // the service checked the landed bytes (no engine check)
   double miss_p50_us = 0;  // a get of an absent key: the call's floor
   double put_p50_us = 0;   // put call latency on the engine, median
   std::map<std::string, double> server_us;
@@ -434,7 +439,8 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   auto dst_id = (*engine)->RegisterBuffer(dst.data(), dst.size(), memory);
   if (!src_id.ok()) Die("register", src_id.status());
   if (!dst_id.ok()) Die("register", dst_id.status());
-  std::vector<double> put_t, get_t;
+  std::vector<double> put_t, get_t, again_t;
+  bool checked_by_service = false;
   const Scrape before = ScrapeTransfers(metrics);
   for (int r = 0; r < f.reps; ++r) {
     const client::BlockHash key = Key(r, salt);
@@ -448,6 +454,12 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
     get_t.push_back(Seconds(Clock::now() - t0));
     if (!got.ok()) Die(payload_name + " get", got.status());
     if (got->total_bytes != payload.size()) Die(payload_name, absl::DataLossError("size"));
+    checked_by_service = got->checked_by_service;
+    // The same get again at once: the checkpoint and the device warm from the first.
+    t0 = Clock::now();
+    auto again = (*engine)->GetInto({ns, key, {}, dense}, *dst_id, 0);
+    again_t.push_back(Seconds(Clock::now() - t0));
+    if (!again.ok()) Die(payload_name + " get again", again.status());
     if (!dense.has_value() && r == 0 && dst.Read(payload.size()) != payload) {
       Die(payload_name, absl::DataLossError("bytes differ"));
     }
@@ -474,6 +486,8 @@ Row Measure(const Flags& f, const MetricsSource& metrics, const std::string& tar
   row.get_p50_us = 1e6 * Median(get_t);
   row.get_p99_us = 1e6 * Quantile(get_t, 0.99);
   row.get_mean_us = 1e6 * Mean(get_t);
+  row.again_p50_us = 1e6 * Median(again_t);
+  row.checked_by_service = checked_by_service;
 #ifdef LEAPCACHE_WITH_CUDA
   if (memory == MemoryKind::kCuda) {
     // What the engine's check of the landed bytes costs by itself (the client runs it on every
@@ -700,18 +714,23 @@ int Main(int argc, char** argv) {
   }
   std::printf(
       "\nget latency on the engine (us) and where the server's part went (mean us per call%s)\n"
-      "\n| transport | engine memory | payload | p50 | p99 | mean | server call | session | open | "
-      "list | move | engine check | absent key p50 |\n"
-      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      "\n| transport | engine memory | payload | p50 | p99 | mean | again p50 | server call | "
+      "session | "
+      "open | list | move | engine check | absent key p50 |\n"
+      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       !metrics ? "; no --metrics-port: no server phases" : "");
   for (const Row& r : rows) {
     auto us = [&](const std::string& key) { return ServerMicros(r, key); };
     auto server = [&](const std::string& op) { return ServerCallMicros(r, op); };
-    std::printf("| %s | %s | %s | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %.1f |\n",
-                r.transport.c_str(), r.memory.c_str(), r.payload.c_str(), r.get_p50_us,
-                r.get_p99_us, r.get_mean_us, server("get").c_str(), us("get/session").c_str(),
-                us("get/open").c_str(), us("get/list").c_str(), us("get/move").c_str(),
-                r.check_us > 0 ? absl::StrFormat("%.1f", r.check_us).c_str() : "-", r.miss_p50_us);
+    const std::string check = r.checked_by_service ? "by the service"
+                              : r.check_us > 0     ? absl::StrFormat("%.1f", r.check_us)
+                                                   : "-";
+    std::printf(
+        "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %.1f |\n",
+        r.transport.c_str(), r.memory.c_str(), r.payload.c_str(), r.get_p50_us, r.get_p99_us,
+        r.get_mean_us, r.again_p50_us, server("get").c_str(), us("get/session").c_str(),
+        us("get/open").c_str(), us("get/list").c_str(), us("get/move").c_str(), check.c_str(),
+        r.miss_p50_us);
   }
   if (metrics) {
     std::printf(
@@ -763,8 +782,10 @@ int Main(int argc, char** argv) {
     absl::StrAppend(&json, i ? "," : "", "{\"transport\":\"", r.transport, "\",\"memory\":\"",
                     r.memory, "\",\"payload\":\"", r.payload, "\",\"bytes\":", r.bytes,
                     ",\"put_gbps\":", r.put_gbps, ",\"get_gbps\":", r.get_gbps,
-                    ",\"copy_gbps\":", r.copy_gbps, ",\"h2d_gbps\":", r.h2d_gbps, ",\"get_p50_us\":", r.get_p50_us,
-                    ",\"get_p99_us\":", r.get_p99_us, ",\"get_mean_us\":", r.get_mean_us,
+                    ",\"copy_gbps\":", r.copy_gbps, ",\"h2d_gbps\":", r.h2d_gbps,
+                    ",\"get_p50_us\":", r.get_p50_us, ",\"get_p99_us\":", r.get_p99_us,
+                    ",\"get_mean_us\":", r.get_mean_us, ",\"again_p50_us\":", r.again_p50_us,
+                    ",\"checked_by_service\":", r.checked_by_service ? "true" : "false",
                     ",\"engine_check_us\":", r.check_us, ",\"miss_p50_us\":", r.miss_p50_us,
                     ",\"server_us\":{");
     bool first = true;

@@ -214,16 +214,17 @@ absl::StatusOr<GetResult> DataPlane::Get(const DataPlaneCall& call, uint64_t ses
   LC_RETURN_IF_ERROR(CheckRange(region->descriptor(), offset, shape.total_bytes,
                                 "the checkpoint's bytes at offset"));
   clock.Lap(TransferPhase::kOpen);
-  if (absl::Status st = MoveGet(call, s, *region, *reader, offset, deadline, times); !st.ok()) {
-    if (ConnectionLost(*s.connection, st)) sessions_.RemoveLocked(use.id(), s);
-    return st;
+  absl::StatusOr<bool> landed = MoveGet(call, s, *region, *reader, offset, deadline, times);
+  if (!landed.ok()) {
+    if (ConnectionLost(*s.connection, landed.status())) sessions_.RemoveLocked(use.id(), s);
+    return landed.status();
   }
-  return GetResult{shape, reader->crc32c()};
+  return GetResult{shape, reader->crc32c(), *landed};
 }
 
-absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
-                                transport::RemoteRegion& region, CheckpointReader& reader,
-                                uint64_t base, absl::Time deadline, TransferTimes* times) {
+absl::StatusOr<bool> DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
+                                        transport::RemoteRegion& region, CheckpointReader& reader,
+                                        uint64_t base, absl::Time deadline, TransferTimes* times) {
   PhaseClock clock(times);
   const ReadShape& shape = reader.shape();
   // A connection that takes device memory serves a checkpoint held in the GPU tier of the
@@ -243,10 +244,10 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
                      base + i * shape.unit_bytes, transport::MemoryKind::kCuda});
     }
     clock.Lap(TransferPhase::kList);
-    absl::Status st = s.connection->Execute(region, ops, deadline);
+    LC_RETURN_IF_ERROR(s.connection->Execute(region, ops, deadline));
     clock.Lap(TransferPhase::kMove);
     if (times != nullptr) times->device_to_device = true;
-    return st;
+    return false;
   }
   // A dense read of units in the GPU tier into an engine buffer mapped on the same device (CUDA
   // IPC): decoded there by the service's kernels, straight into the engine's buffer.
@@ -267,7 +268,7 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
       reader.ProducedElsewhere(crc);
       clock.Lap(TransferPhase::kMove);
       if (times != nullptr) times->device_to_device = true;
-      return absl::OkStatus();
+      return true;
     }
   }
   if (s.connection->two_sided()) {
@@ -282,9 +283,9 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
     }
     const transport::TransferOp op{transport::Direction::kWrite, std::span<uint8_t>(s.staging),
                                    base};
-    absl::Status st = s.connection->Execute(region, {&op, 1}, deadline);
+    LC_RETURN_IF_ERROR(s.connection->Execute(region, {&op, 1}, deadline));
     clock.Lap(TransferPhase::kMove);
-    return st;
+    return false;
   }
   // One-sided through host memory: a chunk of staging at a time.
   s.staging.resize(std::min<uint64_t>(options_.chunk_bytes, shape.total_bytes));
@@ -297,7 +298,7 @@ absl::Status DataPlane::MoveGet(const DataPlaneCall& call, EngineSession& s,
     LC_RETURN_IF_ERROR(s.connection->Execute(region, {&op, 1}, deadline));
   }
   clock.Lap(TransferPhase::kMove);
-  return absl::OkStatus();
+  return false;
 }
 
 absl::Status DataPlane::Put(const DataPlaneCall& call, uint64_t session_id, uint64_t buffer_id,

@@ -110,6 +110,9 @@ struct PutArgs {
 struct GetResult {
   ReadShape shape;
   uint32_t crc32c = 0;
+  // crc32c was computed over the bytes where they landed in the engine's buffer (written there
+  // on the service's device), not over the bytes as sent.
+  bool crc32c_of_landed = false;
 };
 
 class DataPlane {
@@ -182,10 +185,12 @@ class DataPlane {
   // The session for a call: NOT_FOUND if unknown, PERMISSION_DENIED if another tenant's.
   absl::StatusOr<EngineSessionTable::Use> SessionFor(const DataPlaneCall& call,
                                                      uint64_t session_id);
-  // The bytes of an open read into the buffer, by the fastest way the connection allows.
-  absl::Status MoveGet(const DataPlaneCall& call, EngineSession& s, transport::RemoteRegion& region,
-                       CheckpointReader& reader, uint64_t base, absl::Time deadline,
-                       TransferTimes* times) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // The bytes of an open read into the buffer, by the fastest way the connection allows; true
+  // when they were produced where they land and the reader's CRC is of them there.
+  absl::StatusOr<bool> MoveGet(const DataPlaneCall& call, EngineSession& s,
+                               transport::RemoteRegion& region, CheckpointReader& reader,
+                               uint64_t base, absl::Time deadline, TransferTimes* times)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
 
   core::CheckpointStore* const store_;
   PutPipeline* const puts_;

@@ -162,6 +162,7 @@ absl::Status DataPlaneService::RunGet(const DataPlaneCall& call,
   if (!got.ok()) return got.status();
   GetHeaderToProto(got->shape, response->mutable_header());
   response->set_crc32c(got->crc32c);
+  response->set_crc32c_of_landed(got->crc32c_of_landed);
   return absl::OkStatus();
 }
 

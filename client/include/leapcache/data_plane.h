@@ -107,6 +107,10 @@ struct TransferredCheckpoint {
   uint64_t total_bytes = 0;  // bytes written at the offset
   std::optional<DenseEncoding> dense;
   uint32_t crc32c = 0;
+  // Who checked the bytes where they landed: false, this client (against the service's CRC of
+  // what it sent); true, the service, which wrote them into the buffer on its own GPU and
+  // checksummed them there (a dense get decoded in place over CUDA IPC).
+  bool checked_by_service = false;
 };
 
 // One get of a batch (AttachedEngine::GetBatch): the checkpoint (or its head and layer range)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/loopback_http.h"
+#include "gpu/format/crc32c.h"
 #include "gpu/format/format.h"
 #include "gpu/format/half.h"
 #include "leapcache/data_plane.h"
@@ -434,12 +435,12 @@ TEST_P(GpuTierTransferTest, CompactPutsFromEngineMemoryGoDeviceToDevice) {
 // A server that keeps checkpoints in its GPU tier and decodes with its kernels: a dense get into
 // an engine buffer that CUDA IPC maps on the same device is decoded there, the kernel reading
 // each stored blob where it lies and writing the state into the engine's buffer, the side states
-// copied beside them and the CRC the engine checks computed over what was written; no byte goes
-// through the host. The bytes equal the staged kernel path's (the inline get, and an engine
-// buffer at an offset the kernels cannot write in place) bit for bit, for whole checkpoints,
-// layer ranges and head ranges, bf16 and fp32, both layouts; a namespace whose stored units are
-// not aligned for the kernel takes the staged path with the same result. The metrics count the
-// in-place gets only.
+// copied beside them and the CRC computed over what was written, where it lies (the client takes
+// it as the landed bytes' check); no byte goes through the host. The bytes equal the staged kernel
+// path's (the inline get, and an engine buffer at an offset the kernels cannot write in place) bit
+// for bit, for whole checkpoints, layer ranges and head ranges, bf16 and fp32, both layouts; a
+// namespace whose stored units are not aligned for the kernel takes the staged path with the same
+// result. The metrics count the in-place gets only.
 class GpuTierKernelDecodeTest : public ServiceTest {
  protected:
   std::vector<std::string> ServerArgs() const override {
@@ -529,11 +530,17 @@ TEST_F(GpuTierKernelDecodeTest, DenseGetsDecodeIntoTheEngineBufferWhereTheBlobsL
         auto got = (*engine)->GetInto(request, *id, offset);
         ASSERT_TRUE(got.ok()) << got.status();
         ASSERT_EQ(got->total_bytes, want->bytes.size());
-        EXPECT_TRUE(dst.Download(offset, want->bytes.size()) == want->bytes);
+        const std::vector<uint8_t> landed = dst.Download(offset, want->bytes.size());
+        EXPECT_TRUE(landed == want->bytes);
+        // In place, the service checksummed the bytes where they landed and the client took
+        // its CRC instead of reading them again; either way it is theirs.
+        const bool in_place = extra == 0 && offset == 256;
+        EXPECT_EQ(got->checked_by_service, in_place);
+        EXPECT_EQ(got->crc32c, Crc32c(landed.data(), landed.size()));
         EXPECT_EQ(dst.Download(0, offset), std::vector<uint8_t>(offset, 0xC3));
         EXPECT_EQ(dst.Download(offset + want->bytes.size(), 64), std::vector<uint8_t>(64, 0xC3))
             << "nothing past the checkpoint";
-        EXPECT_EQ(DeviceGets() - before, extra == 0 && offset == 256 ? 1.0 : 0.0)
+        EXPECT_EQ(DeviceGets() - before, in_place ? 1.0 : 0.0)
             << "in place only where the units and the buffer are aligned for the kernels";
       }
     }

@@ -49,13 +49,15 @@ Status Fp32DecodeStep(StateKind kind, const StepParams& p, float* state_pool, in
 // The window format's decode step (FORMAT.md section 5) on a pool laid out by `layout`
 // (kLeap at 8, 6 or 4 bits): for each request computes u and o from the boundary payload and the
 // open window's records without materialising the state, and appends the record. A head whose
-// window is full (n == p) must be refitted (WindowRefit) before its next step.
+// window is full (n == p) must be refitted (WindowRefit) before its next step; stepped full, or
+// with a record count outside [0, p] (a corrupt header), a head keeps its region as it was and
+// its output is NaN.
 Status WindowDecodeStep(const PoolLayout& layout, const StepParams& p, uint8_t* pool,
                         cudaStream_t stream);
 
 // The boundary refit over the heads of slot[0..batch) whose window is full: reconstruct,
 // fit compensators, smooth, quantize, write the new payload, reset the window. Heads with
-// n < p are left untouched (cheap: one 4-byte read each).
+// n != p are left untouched (cheap: one 4-byte read each), a count outside [0, p] included.
 Status WindowRefit(const PoolLayout& layout, const int32_t* slot, int batch, uint8_t* pool,
                    cudaStream_t stream);
 
@@ -68,7 +70,8 @@ Status WindowDecodeStepAndRefit(const PoolLayout& layout, const StepParams& p, u
 
 // Dense states <-> pool regions. `states` is [batch][num_heads][dk][dv] (kKV) or
 // [batch][num_heads][dv][dk] (kVK) in `dtype`, aligned to two elements. Encode writes a fresh
-// boundary (n = 0, G = 0); decode writes the state the region represents, open window included.
+// boundary (n = 0, G = 0); decode writes the state the region represents, open window included
+// (all NaN for a region whose record count is outside [0, p]).
 // Every window kernel takes pools of the leap codec at 8, 6 or 4 bits.
 struct DenseParams {
   int batch = 0;

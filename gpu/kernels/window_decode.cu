@@ -29,8 +29,16 @@ __device__ __forceinline__ void DecodeInto(DecodeShared& sh, const uint8_t* regi
   // bytes ([K,V]) or one column's 16 consecutive keys ([V,K], the thread's rows a0 and a1 = a0 + 1
   // as one pair), whole 32-byte sectors either way.
   const FragmentRows fr;
-  // The staging holds p records; a window never holds more.
-  const int n = kPayloadOnly ? 0 : min(*reinterpret_cast<const int32_t*>(region + rv.window), rv.p);
+  // The staging holds p records; a window never holds more. A count outside [0, p] is a corrupt
+  // header (its byte counts would wrap): the state is all NaN, so it shows instead of passing
+  // for a state.
+  const int n = kPayloadOnly ? 0 : *reinterpret_cast<const int32_t*>(region + rv.window);
+  if (n < 0 || n > rv.p) {
+    for (int i = threadIdx.x; i < kD * kD; i += kThreads) {
+      StoreFromFloat(out, i, __int_as_float(0x7fc00000));
+    }
+    return;
+  }
   StageReads<true, DecodeShared, kPayloadOnly>(sh, region, rv, n);
   FoldStaged<2, true>(sh, rv, n, kda, [&](int nt, float s00, float s01, float s10, float s11) {
     const int j = fr.Col(nt);

@@ -724,8 +724,8 @@ __device__ void FitAndEncodeFragments(Shared& sh, float s[kD / 8][4], uint8_t* r
 }
 
 // One due head's refit: the state reconstructed from the region's payload and p records (a due
-// window holds p: n >= p is due, and a window never holds more, so every read is issued at once,
-// without waiting for the record count), fitted and quantized, the window reset.
+// window holds exactly p, so every read is issued at once, without waiting for the record count),
+// fitted and quantized, the window reset.
 // REQUIRES: as FitAndEncodeFragments.
 template <bool kAnyWidth>
 __device__ __forceinline__ void RefitRegion(Shared& sh, uint8_t* region, const RegionView& rv,

@@ -18,7 +18,8 @@ using namespace window;
 namespace {
 
 // Which due heads a refit CTA takes. G = gridDim.x CTAs share the launch's (request, head) items,
-// and each item has one owner that checks its record count and refits it if due. A request's
+// and each item has one owner that checks its record count and refits it if due (exactly p
+// records: a count outside [0, p] is a corrupt header, left for the step to flag). A request's
 // heads step together, so they fall due together, but which requests fall due at a token is the
 // engine's schedule: under continuous batching, any subset. A fixed item-to-CTA map (item mod G)
 // then lets one CTA draw several due heads while others draw none, and the launch takes as long
@@ -93,12 +94,12 @@ __device__ __noinline__ int ListDueHeads(int pass, int batch, const int32_t* slo
     list.owned[threadIdx.x] = owned;
     if (regions != nullptr && owned < heads) {
       const int n = owned == fixed ? n_fixed : owned == 0 ? head0.n : record_count(regions, owned);
-      if (n >= p) list.items[atomicAdd(&list.count, 1)] = slot * heads + owned;
+      if (n == p) list.items[atomicAdd(&list.count, 1)] = slot * heads + owned;
     }
   } else {
     __syncthreads();  // count reset
     const int64_t h = static_cast<int64_t>(round) * stride + list.owned[threadIdx.x];
-    if (regions != nullptr && h < heads && record_count(regions, static_cast<int>(h)) >= p) {
+    if (regions != nullptr && h < heads && record_count(regions, static_cast<int>(h)) == p) {
       list.items[atomicAdd(&list.count, 1)] = slot * heads + static_cast<int>(h);
     }
   }

@@ -120,8 +120,9 @@ __device__ __forceinline__ void SplitIntoLimbs(float y, int8_t* limb, int stride
 // One step of (request, head) bh, run by threads 0 .. kThreads - 1 of the CTA; Barrier is
 // theirs (the whole CTA's in the step kernel, a named one where a larger CTA runs the step).
 // s_stage: the dynamic shared memory, StepStage(p, r, gate).bytes of it. Returns the window's
-// record count after the step (n + 1), the count it found where the window was full (n >= p:
-// the step wrote NaN and left the region), or -1 for a padding slot; the same in every thread.
+// record count after the step (n + 1), the count it found where the window was full or the count
+// corrupt (n >= p or n < 0: the step wrote NaN and left the region), or -1 for a padding slot;
+// the same in every thread.
 // kPacked: the pool's codes are 6- or 4-bit (rv.bits), read packed and widened before the code
 // pass; the 8-bit kernels carry none of it (their registers set their CTAs per SM).
 template <bool kKda, bool kPacked, typename TIn, typename TOut, typename Barrier>
@@ -195,7 +196,10 @@ __device__ __forceinline__ int StepHead(const StepArgs& a, int bh, uint8_t* s_st
       rv.smoothing ? reinterpret_cast<const float*>(region + rv.row_scale)[t] : 1.0f;
   const float col_scale = reinterpret_cast<const float*>(region + rv.col_scale)[t];
   const float G_old = reinterpret_cast<const float*>(region + rv.window + 16)[kKda ? t : 0];
-  if (n >= rv.p) {  // full window not yet refitted: a caller bug; keep the state, flag the output
+  // A full window not yet refitted (a caller bug), or a count outside [0, p] (a corrupt header:
+  // its byte counts below would wrap and the append land in another section): keep the state,
+  // flag the output.
+  if (n < 0 || n >= rv.p) {
     StoreFromFloat(o, t, __int_as_float(0x7fc00000));
     return n;
   }

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kThreads, 2) StepAndRefitKernel(step::StepArgs
     if (threadIdx.x == 0) count = n;
   }
   __syncthreads();
-  if (count < a.rv.p) return;  // an open window, or a padding slot (-1)
+  if (count != a.rv.p) return;  // an open window, a padding slot (-1) or a corrupt count
   const int b = blockIdx.x / a.rv.num_heads, h = blockIdx.x % a.rv.num_heads;
   uint8_t* region =
       a.pool + (static_cast<size_t>(a.slot[b]) * a.rv.num_heads + h) * a.rv.region_bytes;

@@ -9,9 +9,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/format/half.h"
@@ -551,6 +554,142 @@ TEST(WindowStepFullWindowTest, KeepsTheRegionAndFlagsTheOutput) {
           }
         }
       }
+    }
+  }
+}
+
+// A window header whose record count lies outside [0, p] is corrupt (device memory gone bad, a
+// stray write): taken as it is, its byte counts wrap and the step's append lands in another
+// section. Every kernel that reads the count must leave such a region as it was and flag what
+// it writes from it (NaN), and treat every other head exactly as on a pool without the corrupt
+// heads (compared byte for byte against the same pool with those heads' valid counts restored).
+TEST(WindowHeaderTest, ACountOutsideTheWindowChangesNothingAndIsFlagged) {
+  struct Case {
+    StateKind kind;
+    int bits;
+  };
+  for (const Case c : {Case{StateKind::kGdn, 8}, Case{StateKind::kKda, 8}, Case{StateKind::kGdn, 4},
+                       Case{StateKind::kKda, 6}}) {
+    SCOPED_TRACE(std::string(c.kind == StateKind::kGdn ? "gdn " : "kda ") + std::to_string(c.bits) +
+                 " bits");
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Rng rng(seed);
+    const int batch = 4, heads = 3, num_slots = 6;
+    const BlobSpec spec = BlobSpec::Leap(c.kind, c.bits);
+    auto layout = MakePoolLayout(spec, num_slots, heads);
+    ASSERT_TRUE(layout.ok());
+    const StepOptions opts{true, 1.0f / std::sqrt(float(kD))};
+    const WindowOptions wopts{spec, opts, reference::RecordPrecision::kFp16};
+    std::vector<uint8_t> clean(layout->pool_bytes());
+    for (auto& x : clean) x = static_cast<uint8_t>(rng.gen());
+    StepBatch s{batch, heads, c.kind, DType::kBf16};
+    s.slot = RandomSlots(rng, batch, num_slots, -1);
+    // Every request's heads step together, so their counts agree; the refit's hint reads head 0.
+    // Full windows (p - 1 records, then the step's) are mixed in so that the refits have work.
+    for (int b = 0; b < batch; ++b) {
+      const int records = b % 2 == 0 ? spec.p - 1 : static_cast<int>(rng.gen() % spec.p);
+      for (int h = 0; h < heads; ++h) {
+        ASSERT_NE(WarmedRegion(*layout, wopts, records, rng,
+                               clean.data() + layout->region_offset(s.slot[b], h)),
+                  nullptr);
+      }
+    }
+    // One corrupt head per request (head 0 in one of them, where the refit takes its hint), with
+    // counts just outside the window and far outside it.
+    const int32_t counts[] = {-1,
+                              spec.p + 1,
+                              std::numeric_limits<int32_t>::min(),
+                              std::numeric_limits<int32_t>::max(),
+                              -spec.p,
+                              2 * spec.p};
+    std::vector<uint8_t> corrupt = clean;
+    std::vector<std::pair<int, int>> bad;  // (request, head)
+    for (int b = 0; b < batch; ++b) {
+      const int h = b == 1 ? 0 : static_cast<int>(rng.gen() % heads);
+      const int32_t n = counts[rng.gen() % (sizeof(counts) / sizeof(counts[0]))];
+      std::memcpy(corrupt.data() + layout->region_offset(s.slot[b], h) + layout->window_offset(),
+                  &n, sizeof(n));
+      bad.emplace_back(b, h);
+    }
+    auto is_bad = [&](int b, int h) {
+      return std::find(bad.begin(), bad.end(), std::make_pair(b, h)) != bad.end();
+    };
+    // The corrupt pool after a kernel must be the clean pool after it, except that every corrupt
+    // region is byte for byte as it was before.
+    auto expect_same_but_corrupt_regions_kept = [&](const std::vector<uint8_t>& clean_after,
+                                                    const std::vector<uint8_t>& corrupt_after,
+                                                    const char* what) {
+      std::vector<uint8_t> expected = clean_after;
+      for (const auto& [b, h] : bad) {
+        const size_t off = layout->region_offset(s.slot[b], h);
+        std::memcpy(expected.data() + off, corrupt.data() + off, layout->region_bytes());
+      }
+      EXPECT_EQ(std::memcmp(expected.data(), corrupt_after.data(), expected.size()), 0)
+          << what << ": the pool differs from the clean run's";
+    };
+    auto expect_flagged = [&](const std::vector<float>& clean_o, const std::vector<float>& o,
+                              size_t per_head, const char* what) {
+      for (int b = 0; b < batch; ++b) {
+        for (int h = 0; h < heads; ++h) {
+          const size_t base = (size_t(b) * heads + h) * per_head;
+          for (size_t j = 0; j < per_head; ++j) {
+            if (is_bad(b, h)) {
+              ASSERT_TRUE(std::isnan(o[base + j])) << what << " b " << b << " h " << h;
+            } else {
+              ASSERT_EQ(std::memcmp(&o[base + j], &clean_o[base + j], sizeof(float)), 0)
+                  << what << " b " << b << " h " << h << " j " << j;
+            }
+          }
+        }
+      }
+    };
+    s.Fill(rng);
+    for (const bool with_refit : {false, true}) {
+      SCOPED_TRACE(with_refit ? "step and refit" : "step");
+      std::vector<uint8_t> pools[2];
+      std::vector<float> outs[2];
+      for (int k = 0; k < 2; ++k) {
+        DeviceBuffer<uint8_t> d_pool(k == 0 ? clean : corrupt);
+        DeviceStep d(s, opts);
+        // Poisoned with a finite value: a NaN poison would pass for the flag unwritten.
+        d.o = DeviceBuffer<float>(std::vector<float>(size_t(batch) * heads * kD, 12345.0f));
+        d.params.o = d.o.get();
+        const Status st = with_refit
+                              ? WindowDecodeStepAndRefit(*layout, d.params, d_pool.get(), nullptr)
+                              : WindowDecodeStep(*layout, d.params, d_pool.get(), nullptr);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        pools[k] = d_pool.Download();
+        outs[k] = d.o.Download();
+      }
+      expect_same_but_corrupt_regions_kept(pools[0], pools[1], "pool");
+      expect_flagged(outs[0], outs[1], kD, "o");
+    }
+    {  // The refit alone, on windows filled by a step first (corrupt heads skipped by both).
+      std::vector<uint8_t> pools[2];
+      for (int k = 0; k < 2; ++k) {
+        DeviceBuffer<uint8_t> d_pool(k == 0 ? clean : corrupt);
+        DeviceStep d(s, opts);
+        ASSERT_TRUE(WindowDecodeStep(*layout, d.params, d_pool.get(), nullptr).ok());
+        ASSERT_TRUE(WindowRefit(*layout, d.slot.get(), batch, d_pool.get(), nullptr).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        pools[k] = d_pool.Download();
+      }
+      expect_same_but_corrupt_regions_kept(pools[0], pools[1], "refit");
+    }
+    {  // The decode: a corrupt head's state is all NaN, every other one as from the clean pool.
+      std::vector<float> states[2];
+      DeviceBuffer<int32_t> d_slot(s.slot);
+      for (int k = 0; k < 2; ++k) {
+        DeviceBuffer<uint8_t> d_pool(k == 0 ? clean : corrupt);
+        DeviceBuffer<float> d_states(std::vector<float>(size_t(batch) * heads * kD * kD, 12345.0f));
+        const DenseParams dp{batch, d_slot.get(), d_states.get(), DType::kFp32, Orientation::kVK};
+        ASSERT_TRUE(WindowDecode(*layout, dp, d_pool.get(), nullptr).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        states[k] = d_states.Download();
+      }
+      expect_flagged(states[0], states[1], size_t(kD) * kD, "decode");
     }
   }
 }
